@@ -1,0 +1,2 @@
+//! D-AROS adapters.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! D-AROS node agent library.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! D-AROS bpf-tests.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! D-AROS coordinator.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! D-AROS ebpf.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! D-AROS gossip.
+#![warn(missing_docs)]
