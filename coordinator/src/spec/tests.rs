@@ -1,0 +1,1 @@
+//! Spec parsing tests.
