@@ -1,0 +1,22 @@
+//! The cgroup-v2 VM test runner: boots Debian's kernel under QEMU (TCG, q35) with only
+//! cgroup v2, the host root visible read-only under a tmpfs overlay, and runs programs.
+//!
+//! Flow: [`kernel`] fetches and caches the kernel (using [`bzimage`], [`modules`],
+//! [`elf`]) and builds the [`initramfs`] ([`cpio`]); [`runner`] writes a [`job`], starts
+//! [`qemu`] and collects the results. [`host`] names the host tools and their packages.
+
+pub mod bzimage;
+pub mod cpio;
+pub mod elf;
+pub mod host;
+pub mod initramfs;
+pub mod job;
+pub mod kernel;
+pub mod modules;
+pub mod qemu;
+pub mod runner;
+
+pub use job::{CommandResult, GuestCommand};
+pub use kernel::{KernelCache, KernelSource, PreparedKernel};
+pub use qemu::VmEnd;
+pub use runner::{EXIT_NO_STATUS, EXIT_TIMEOUT, RunReport, Vm, VmError, VmOptions};

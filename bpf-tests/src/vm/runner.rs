@@ -1,0 +1,356 @@
+//! Booting one VM for one job: job directory, IO test disk, QEMU, results.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::host::{self, HostError};
+use super::job::{self, CommandResult, GuestCommand, JobError};
+use super::kernel::{KernelCache, KernelError, KernelSource, PreparedKernel};
+use super::qemu::{self, QemuConfig, QemuError, VmEnd};
+
+/// Exit code for a run that hit its timeout (as `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code for a run whose guest wrote no exit status (boot failure, panic, crash).
+pub const EXIT_NO_STATUS: i32 = 125;
+
+/// Why a VM run could not be carried out (as opposed to a program failing inside it).
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// The kernel could not be prepared.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A host tool is missing.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The job is malformed or its files could not be handled.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// QEMU could not be run.
+    #[error(transparent)]
+    Qemu(#[from] QemuError),
+    /// A job directory file could not be created.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Formatting the IO test disk failed.
+    #[error("mkfs.ext4 {path} failed: {stderr}")]
+    Mkfs {
+        /// The image.
+        path: PathBuf,
+        /// What mkfs said.
+        stderr: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
+    move |source| VmError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Size and limits of the VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmOptions {
+    /// Guest memory in MiB (default 1024).
+    pub memory_mib: u32,
+    /// Guest vCPUs (default 2).
+    pub cpus: u32,
+    /// Whole-run limit, boot included (default 600 s); then QEMU is killed and the run is 124.
+    pub timeout: Duration,
+    /// Size of the ext4 IO test disk in MiB, or `None` for no disk (default 256).
+    pub disk_mib: Option<u32>,
+    /// Keep the job directory afterwards (default false).
+    pub keep_job_dir: bool,
+    /// Where job directories are created (default: the system temp dir).
+    pub job_parent: Option<PathBuf>,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        Self {
+            memory_mib: 1024,
+            cpus: 2,
+            timeout: Duration::from_secs(600),
+            disk_mib: Some(256),
+            keep_job_dir: false,
+            job_parent: None,
+        }
+    }
+}
+
+/// Everything a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// One result per command, in order.
+    pub commands: Vec<CommandResult>,
+    /// How QEMU ended.
+    pub end: VmEnd,
+    /// The serial console as the host saw it.
+    pub console: Vec<u8>,
+    /// QEMU's stderr.
+    pub qemu_stderr: String,
+    /// The guest kernel log, when the guest got far enough to save it.
+    pub dmesg: Option<String>,
+    /// Guest uptime when the job started.
+    pub guest_boot: Option<Duration>,
+    /// Host wall time of the whole VM.
+    pub wall: Duration,
+    /// The job directory, when it was kept.
+    pub job_dir: Option<PathBuf>,
+    /// QEMU's process id (reaped by now).
+    pub qemu_pid: u32,
+}
+
+impl RunReport {
+    /// 124 on timeout; 125 if any command has no status; else the first non-zero status, or 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.end == VmEnd::TimedOut {
+            return EXIT_TIMEOUT;
+        }
+        if self.commands.iter().any(|c| c.status.is_none()) {
+            return EXIT_NO_STATUS;
+        }
+        self.commands
+            .iter()
+            .filter_map(|c| c.status)
+            .find(|&s| s != 0)
+            .unwrap_or(0)
+    }
+
+    /// Why the run did not deliver every status, if it did not.
+    pub fn vm_failure(&self) -> Option<String> {
+        match self.end {
+            VmEnd::TimedOut => Some(format!(
+                "timed out after {:.1} s; qemu was killed",
+                self.wall.as_secs_f64()
+            )),
+            VmEnd::Exited(status) if self.commands.iter().any(|c| c.status.is_none()) => {
+                Some(format!(
+                    "the guest wrote no exit status (qemu {status}{}); the guest kernel log follows",
+                    if self.guest_boot.is_none() {
+                        ", the job never started"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+            VmEnd::Exited(_) => None,
+        }
+    }
+
+    /// One line of timings: boot, programs, total.
+    pub fn timings(&self) -> String {
+        let programs: f64 = self
+            .commands
+            .iter()
+            .filter_map(|c| c.elapsed)
+            .map(|d| d.as_secs_f64())
+            .sum();
+        format!(
+            "boot {} · programs {programs:.2} s · total {:.2} s",
+            self.guest_boot
+                .map_or("?".into(), |b| format!("{:.2} s", b.as_secs_f64())),
+            self.wall.as_secs_f64()
+        )
+    }
+}
+
+/// A bootable VM: a prepared kernel plus host tools and options.
+#[derive(Debug, Clone)]
+pub struct Vm {
+    kernel: PreparedKernel,
+    qemu: PathBuf,
+    mkfs: PathBuf,
+    options: VmOptions,
+}
+
+impl Vm {
+    /// Prepares (or reuses) the kernel in the default cache and checks the host tools.
+    pub fn prepare(source: &KernelSource, options: VmOptions) -> Result<Self, VmError> {
+        // Fail before a 70 MB download if QEMU is not there.
+        host::require(host::RUN_TOOLS)?;
+        let kernel = KernelCache::from_env().prepare(source)?;
+        Self::with_kernel(kernel, options)
+    }
+
+    /// A VM for an already prepared kernel.
+    pub fn with_kernel(kernel: PreparedKernel, options: VmOptions) -> Result<Self, VmError> {
+        let mut tools = host::require(host::RUN_TOOLS)?.into_iter();
+        let (Some(qemu), Some(mkfs)) = (tools.next(), tools.next()) else {
+            return Err(HostError::Missing {
+                missing: host::RUN_TOOLS.to_vec(),
+            }
+            .into());
+        };
+        Ok(Self {
+            kernel,
+            qemu,
+            mkfs,
+            options,
+        })
+    }
+
+    /// The kernel it boots.
+    pub fn kernel(&self) -> &PreparedKernel {
+        &self.kernel
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &VmOptions {
+        &self.options
+    }
+
+    /// Boots the VM, runs `commands` one after another inside it, streams the console to
+    /// `console` and returns what happened. A program failing is not an error here:
+    /// look at [`RunReport::exit_code`].
+    pub fn run(
+        &self,
+        commands: &[GuestCommand],
+        console: &mut dyn Write,
+    ) -> Result<RunReport, VmError> {
+        let parent = self
+            .options
+            .job_parent
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("daros-vm-job-")
+            .tempdir_in(&parent)
+            .map_err(io(&parent))?;
+        let vm_dir = dir.path().join(".vm");
+        std::fs::create_dir(&vm_dir).map_err(io(&vm_dir))?;
+
+        let script = job::script(commands, self.options.disk_mib.is_some())?;
+        let script_path = vm_dir.join("job.sh");
+        std::fs::write(&script_path, script).map_err(io(&script_path))?;
+        // The guest powers itself off a little after the host would have killed it.
+        let watchdog = self.options.timeout.as_secs() + 30;
+        let conf = format!(
+            "WATCHDOG_S={watchdog}\nDISK={}\n",
+            u8::from(self.options.disk_mib.is_some())
+        );
+        let conf_path = vm_dir.join("vm.conf");
+        std::fs::write(&conf_path, conf).map_err(io(&conf_path))?;
+        let disk = match self.options.disk_mib {
+            Some(mib) => Some(self.make_disk(&vm_dir.join("disk.img"), mib)?),
+            None => None,
+        };
+
+        let config = QemuConfig {
+            qemu: self.qemu.clone(),
+            vmlinux: self.kernel.vmlinux(),
+            initramfs: self.kernel.initramfs(),
+            job_dir: dir.path().to_owned(),
+            disk,
+            memory_mib: self.options.memory_mib,
+            cpus: self.options.cpus,
+        };
+        tracing::debug!(job = %dir.path().display(), "starting qemu");
+        let run = qemu::run(config.command(), self.options.timeout, console)?;
+
+        let commands = job::read_results(dir.path(), commands)?;
+        let dmesg = std::fs::read(vm_dir.join("dmesg"))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let guest_boot = job::read_boot_time(dir.path());
+        let job_dir = if self.options.keep_job_dir {
+            Some(dir.keep())
+        } else {
+            drop(dir);
+            None
+        };
+        Ok(RunReport {
+            commands,
+            end: run.end,
+            console: run.console,
+            qemu_stderr: run.stderr,
+            dmesg,
+            guest_boot,
+            wall: run.wall,
+            job_dir,
+            qemu_pid: run.pid,
+        })
+    }
+
+    fn make_disk(&self, path: &Path, mib: u32) -> Result<PathBuf, VmError> {
+        let f = std::fs::File::create(path).map_err(io(path))?;
+        f.set_len(u64::from(mib) << 20).map_err(io(path))?;
+        drop(f);
+        // Initialise inode tables and journal now: ext4lazyinit writing in the guest
+        // would disturb IO measurements.
+        let out = Command::new(&self.mkfs)
+            .args([
+                "-q",
+                "-F",
+                "-L",
+                "daros-vmdisk",
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+            ])
+            .arg(path)
+            .output()
+            .map_err(io(&self.mkfs))?;
+        if !out.status.success() {
+            return Err(VmError::Mkfs {
+                path: path.to_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(path.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    fn report(end: VmEnd, statuses: &[Option<i32>]) -> RunReport {
+        RunReport {
+            commands: statuses
+                .iter()
+                .map(|&status| CommandResult {
+                    label: "x".into(),
+                    status,
+                    output: vec![],
+                    elapsed: None,
+                })
+                .collect(),
+            end,
+            console: vec![],
+            qemu_stderr: String::new(),
+            dmesg: None,
+            guest_boot: None,
+            wall: Duration::from_secs(1),
+            job_dir: None,
+            qemu_pid: 0,
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        let ok = VmEnd::Exited(ExitStatus::from_raw(0));
+        assert_eq!(report(ok, &[Some(0)]).exit_code(), 0);
+        assert_eq!(report(ok, &[Some(0), Some(101), Some(3)]).exit_code(), 101);
+        assert_eq!(report(ok, &[Some(0), None]).exit_code(), EXIT_NO_STATUS);
+        assert_eq!(
+            report(VmEnd::TimedOut, &[Some(0), None]).exit_code(),
+            EXIT_TIMEOUT
+        );
+        assert!(report(ok, &[Some(1)]).vm_failure().is_none());
+        assert!(
+            report(ok, &[None])
+                .vm_failure()
+                .unwrap()
+                .contains("never started")
+        );
+    }
+}
