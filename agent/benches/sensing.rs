@@ -1,0 +1,2 @@
+//! Agent sensing benchmark (filled in below).
+fn main() {}

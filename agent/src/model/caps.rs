@@ -1,0 +1,125 @@
+//! Host capabilities as served by `/v1/capabilities`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::CgroupMode;
+
+/// What this host offers the agent, and what it does not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Capabilities {
+    /// Running kernel.
+    pub kernel: KernelInfo,
+    /// cgroup mounts and controllers.
+    pub cgroup: CgroupCaps,
+    /// Node pressure stall information (`/proc/pressure`).
+    pub psi: Feature,
+    /// eBPF.
+    pub bpf: BpfCaps,
+    /// GPU (NVML).
+    pub gpu: Feature,
+    /// One line per fact, for people.
+    pub summary: Vec<String>,
+}
+
+/// A yes/no capability with the evidence or the reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Feature {
+    /// Whether it can be used.
+    pub available: bool,
+    /// Where it is, or why not.
+    pub detail: String,
+}
+
+impl Feature {
+    /// An available feature.
+    pub fn yes(detail: impl Into<String>) -> Self {
+        Feature {
+            available: true,
+            detail: detail.into(),
+        }
+    }
+
+    /// An unavailable feature.
+    pub fn no(detail: impl Into<String>) -> Self {
+        Feature {
+            available: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Kernel identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelInfo {
+    /// `uname -r`.
+    pub release: String,
+    /// `uname -v`.
+    pub version: String,
+    /// `uname -m`.
+    pub machine: String,
+}
+
+/// cgroup facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CgroupCaps {
+    /// v2, hybrid or v1.
+    pub mode: CgroupMode,
+    /// The cgroup2 mount (the whole tree on v2, the controller-less one on hybrid).
+    pub v2_mount: Option<String>,
+    /// Controllers offered at the cgroup2 root (`cgroup.controllers`).
+    pub v2_controllers: Vec<String>,
+    /// Every controller the kernel knows, and where it can be used.
+    pub controllers: Vec<ControllerCap>,
+    /// Per-cgroup pressure files.
+    pub per_cgroup_psi: Feature,
+    /// Where cgroup eBPF programs attach.
+    pub bpf_attach: Feature,
+    /// The agent's managed root, once prepared.
+    pub managed_root: Option<ManagedRootCaps>,
+}
+
+/// One cgroup controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ControllerCap {
+    /// Controller name.
+    pub name: String,
+    /// `v1`, `v2` or `none`.
+    pub hierarchy: String,
+    /// Mount point of its hierarchy.
+    pub path: Option<String>,
+    /// Whether the agent can use it.
+    pub usable: bool,
+    /// Why (not).
+    pub detail: String,
+}
+
+/// The managed root after preparation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedRootCaps {
+    /// Relative path (e.g. `/daros`).
+    pub path: String,
+    /// Directories per hierarchy.
+    pub dirs: Vec<String>,
+    /// What could not be prepared.
+    pub notes: Vec<String>,
+}
+
+/// eBPF facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BpfCaps {
+    /// `bpf(2)` loads a program (tested with a 2-instruction socket filter).
+    pub syscall: Feature,
+    /// A `cgroup_skb` program loads (network floors and caps need it).
+    pub cgroup_skb: Feature,
+    /// Kernel BTF for CO-RE (`/sys/kernel/btf/vmlinux`).
+    pub btf: Feature,
+    /// bpffs mounted at `/sys/fs/bpf` (for pins that survive restarts).
+    pub bpffs: Feature,
+    /// JIT compiler.
+    pub jit: Feature,
+    /// kprobe perf events.
+    pub kprobes: Feature,
+    /// Relevant capabilities held by the agent (`CAP_BPF`, ...).
+    pub capabilities: Vec<String>,
+}
