@@ -1,0 +1,47 @@
+//! The application state machine the raft group replicates. The coordinator implements this
+//! trait; the mesh never knows what the commands mean.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Where an entry sits in the raft log.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
+pub struct LogPosition {
+    /// Term of the leader that created the entry.
+    pub term: u64,
+    /// Log index.
+    pub index: u64,
+}
+
+/// A snapshot or restore failure of the application state.
+#[derive(Debug, thiserror::Error)]
+#[error("state machine: {0}")]
+pub struct StateError(pub String);
+
+/// A deterministic state machine replicated by raft.
+///
+/// `apply` must be deterministic: every server applies the same commands in the same order and
+/// must reach the same state. The state lives in memory; durability comes from the raft log and
+/// snapshots, both in redb (a restarted server restores the last snapshot and re-applies the
+/// committed log after it).
+pub trait ReplicatedState: Send + Sync + 'static {
+    /// A write.
+    type Command: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// What a write returns.
+    type Response: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// A read that can be sent to another server.
+    type Query: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// What a read returns.
+    type QueryResponse: Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Applies one committed command.
+    fn apply(&mut self, cmd: Self::Command, at: LogPosition) -> Self::Response;
+    /// Answers a read.
+    fn query(&self, q: &Self::Query) -> Self::QueryResponse;
+    /// Serializes the whole state.
+    fn snapshot(&self) -> Result<Vec<u8>, StateError>;
+    /// Replaces the whole state with a snapshot.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateError>;
+}

@@ -1,0 +1,17 @@
+//! RPC over QUIC with mutual TLS: length-prefixed versioned frames with a hard size limit,
+//! request/response and server-push streams, every call authorized by the caller's certificate.
+
+mod client;
+mod error;
+pub mod frame;
+mod handler;
+mod server;
+mod wire;
+
+pub use client::{RpcClient, Subscription, Target};
+pub use error::{ErrorCode, RpcError};
+pub use handler::{
+    Access, BoxFuture, CallContext, PushSink, Registry, StreamHandler, UnaryHandler,
+};
+pub use server::serve;
+pub use wire::{Reply, Request};

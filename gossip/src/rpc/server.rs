@@ -1,0 +1,148 @@
+//! Serving RPC on a QUIC endpoint: one bidirectional stream per call.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::error::RpcError;
+use super::frame;
+use super::handler::{CallContext, Kind, PushSink, Registry};
+use super::wire::{Reply, Request};
+use crate::tls;
+
+/// Accepts connections on `endpoint` until it is closed.
+pub async fn serve(
+    endpoint: quinn::Endpoint,
+    registry: Arc<Registry>,
+    cluster_id: String,
+    max_frame: usize,
+) {
+    while let Some(incoming) = endpoint.accept().await {
+        let registry = registry.clone();
+        let cluster_id = cluster_id.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            let conn = match incoming.await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(%remote, error = %e, "QUIC handshake failed");
+                    return;
+                }
+            };
+            let peer = tls::peer_identity(&conn, &cluster_id);
+            tracing::debug!(%remote, peer = ?peer, "RPC connection");
+            loop {
+                let (send, recv) = match conn.accept_bi().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(%remote, error = %e, "RPC connection closed");
+                        return;
+                    }
+                };
+                let ctx = CallContext {
+                    peer: peer.clone(),
+                    remote,
+                    fence: None,
+                };
+                tokio::spawn(handle_stream(registry.clone(), ctx, send, recv, max_frame));
+            }
+        });
+    }
+}
+
+async fn reply(send: &mut quinn::SendStream, r: &Reply, max: usize) {
+    let r = match frame::encode(r, max) {
+        Ok(b) => b,
+        Err(e) => match frame::encode(&Reply::Err { error: e }, max) {
+            Ok(b) => b,
+            Err(_) => return,
+        },
+    };
+    if let Err(e) = send.write_all(&r).await {
+        tracing::debug!(error = %e, "RPC reply not delivered");
+    }
+}
+
+async fn handle_stream(
+    registry: Arc<Registry>,
+    mut ctx: CallContext,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    max: usize,
+) {
+    let req: Request = match frame::read(&mut recv, max).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::warn!(remote = %ctx.remote, peer = ?ctx.peer, %error, "bad RPC request");
+            reply(&mut send, &Reply::Err { error }, max).await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    ctx.fence = req.fence;
+    let span = tracing::debug_span!("rpc", method = %req.method, peer = ?ctx.peer);
+    let _enter = span.enter();
+    let entry = match registry.authorize(&req.method, &ctx) {
+        Ok(e) => e,
+        Err(error) => {
+            tracing::info!(method = %req.method, remote = %ctx.remote, peer = ?ctx.peer, %error, "RPC refused");
+            reply(&mut send, &Reply::Err { error }, max).await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    drop(_enter);
+    match entry.kind {
+        Kind::Unary(h) => {
+            let r = match h.call(ctx, req.body).await {
+                Ok(body) => Reply::Ok { body },
+                Err(error) => Reply::Err { error },
+            };
+            reply(&mut send, &r, max).await;
+        }
+        Kind::Stream(h) => {
+            let (tx, mut rx) = mpsc::channel(64);
+            let mut task = tokio::spawn(h.open(ctx, req.body, PushSink::new(tx)));
+            let end = loop {
+                tokio::select! {
+                    item = rx.recv() => match item {
+                        Some(body) => {
+                            let bytes = match frame::encode(&Reply::Item { body }, max) {
+                                Ok(b) => b,
+                                Err(error) => break Reply::Err { error },
+                            };
+                            if send.write_all(&bytes).await.is_err() {
+                                task.abort();
+                                return;
+                            }
+                        }
+                        None => {
+                            // Handler dropped its sink; wait for its result.
+                            break match (&mut task).await {
+                                Ok(Ok(())) => Reply::End,
+                                Ok(Err(error)) => Reply::Err { error },
+                                Err(e) => Reply::Err { error: RpcError::internal(format!("stream handler failed: {e}")) },
+                            };
+                        }
+                    },
+                    res = &mut task => {
+                        // Deliver what was pushed before the handler returned.
+                        while let Ok(body) = rx.try_recv() {
+                            reply(&mut send, &Reply::Item { body }, max).await;
+                        }
+                        break match res {
+                            Ok(Ok(())) => Reply::End,
+                            Ok(Err(error)) => Reply::Err { error },
+                            Err(e) => Reply::Err { error: RpcError::internal(format!("stream handler failed: {e}")) },
+                        };
+                    }
+                }
+            };
+            reply(&mut send, &end, max).await;
+        }
+    }
+    let _ = send.finish();
+    // Wait until the peer has the data (or went away) before the stream is dropped.
+    let _ = send.stopped().await;
+}
