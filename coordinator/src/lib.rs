@@ -6,7 +6,11 @@
 #![warn(missing_docs)]
 
 pub mod field;
+pub mod lifecycle;
 pub mod model;
+pub mod placement;
+pub mod policy;
+pub mod reconcile;
 
 pub use field::FieldError;
 pub use model::qos::{MinimalReservation, QosClass};

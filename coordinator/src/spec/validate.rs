@@ -13,6 +13,8 @@ use crate::model::tenant::Tenant;
 use crate::model::workload::Workload;
 use std::collections::BTreeSet;
 
+const APP_WEIGHT: &str = "fair-share weight is a tenant's weight; set it at Tenant or Global scope";
+
 /// Most replicas of one workload.
 pub const MAX_REPLICAS: u32 = 10_000;
 
@@ -46,6 +48,9 @@ pub fn application(app: &Application) -> Vec<FieldError> {
     }
     v.extend(s.lifecycle_policy.validate("spec.lifecyclePolicy"));
     v.extend(s.policy.validate("spec.policy"));
+    if s.policy.fair_share_weight.is_some() {
+        v.push("spec.policy.fairShareWeight", APP_WEIGHT);
+    }
     if s.workloads.is_empty() {
         v.push(
             "spec.workloads",
@@ -220,6 +225,9 @@ pub fn policy(doc_name: &str, p: &PolicySpec) -> Vec<FieldError> {
         }
     }
     v.extend(p.rules.validate("spec.rules"));
+    if p.scope == ScopeLevel::Application && p.rules.fair_share_weight.is_some() {
+        v.push("spec.rules.fairShareWeight", APP_WEIGHT);
+    }
     v.errors().to_vec()
 }
 

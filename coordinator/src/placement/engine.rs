@@ -1,0 +1,189 @@
+//! The placement search shared by every strategy: walk a pool's capacity
+//! index in the strategy's order, check every hard constraint, score the
+//! first few feasible nodes, keep the best. When nothing fits, every pool
+//! member is classified so the explanation is exact.
+
+use super::cluster::{Cluster, NodeIdx, NodeState, PoolState};
+use super::record::{Candidate, PlacementRecord, RejectCounts, RejectReason};
+use super::resources::Demand;
+use super::strategy::{PlacementStrategy, ScanOrder, ScoreContext};
+use crate::model::ratio::Ratio;
+use std::collections::BTreeMap;
+
+/// The failure-domain spread a replica must respect.
+#[derive(Debug, Clone, Copy)]
+pub struct SpreadNeed<'a> {
+    /// Interned key (`None` when no node has the key).
+    pub key: Option<u32>,
+    /// Distinct domains the workload must reach.
+    pub required: u32,
+    /// Replicas of the workload per domain value so far.
+    pub used: &'a BTreeMap<u32, u32>,
+}
+
+impl SpreadNeed<'_> {
+    /// Whether `node` may take the next replica.
+    pub fn check(&self, node: &NodeState) -> Result<(), RejectReason> {
+        let Some(v) = self.key.and_then(|k| node.domain(k)) else {
+            return Err(RejectReason::MissingFailureDomain);
+        };
+        if (self.used.len() as u32) < self.required && self.used.contains_key(&v) {
+            return Err(RejectReason::FailureDomainSpread);
+        }
+        Ok(())
+    }
+}
+
+/// Search bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchParams {
+    /// Overcommit ratio for cpu.
+    pub ratio: Ratio,
+    /// Feasible candidates to score before choosing.
+    pub top_k: usize,
+    /// Nodes examined after the first feasible one before settling.
+    pub patience: usize,
+}
+
+/// Checks every hard constraint of `d` on `node`.
+pub fn feasible(
+    node: &NodeState,
+    d: &Demand,
+    ratio: Ratio,
+    spread: Option<&SpreadNeed<'_>>,
+) -> Result<(), RejectReason> {
+    node.fit(d, ratio)?;
+    match spread {
+        Some(s) => s.check(node),
+        None => Ok(()),
+    }
+}
+
+/// Finds a node for one replica. The record says what was considered,
+/// rejected and selected; nothing is allocated here.
+#[allow(clippy::too_many_arguments)]
+pub fn place_one(
+    cluster: &Cluster,
+    pool: &PoolState,
+    demand: &Demand,
+    strategy: &dyn PlacementStrategy,
+    ctx: &ScoreContext<'_>,
+    params: &SearchParams,
+    spread: Option<&SpreadNeed<'_>>,
+    workload: &str,
+    replica: u32,
+) -> PlacementRecord {
+    let class = cluster.class(pool, &demand.runtime);
+    let headroom = params
+        .ratio
+        .apply(class.max_cap_cpu)
+        .saturating_sub(class.max_cap_cpu);
+    let lower = demand.request.cpu.saturating_sub(headroom);
+    let mut s = Search {
+        cluster,
+        demand,
+        strategy,
+        ctx,
+        params,
+        spread,
+        feasible: Vec::with_capacity(params.top_k),
+        rejected: RejectCounts::default(),
+        examined: 0,
+        since_first: 0,
+    };
+    match strategy.scan_order(ctx) {
+        ScanOrder::LeastFreeThatFits => {
+            for &(_, i) in class.by_free.range((lower, 0)..) {
+                if !s.visit(i) {
+                    break;
+                }
+            }
+        }
+        ScanOrder::MostFree => {
+            for &(free, i) in class.by_free.iter().rev() {
+                if free < lower || !s.visit(i) {
+                    break;
+                }
+            }
+        }
+        ScanOrder::Cheapest => {
+            for &(_, i) in &class.by_cost {
+                if !s.visit(i) {
+                    break;
+                }
+            }
+        }
+    }
+    let members = pool.members.len() as u32;
+    let mut rec = PlacementRecord {
+        workload: workload.to_string(),
+        replica,
+        selected: None,
+        considered: Vec::new(),
+        rejected: s.rejected,
+        examined: s.examined,
+        not_examined: members.saturating_sub(s.examined),
+        preempted: None,
+    };
+    if s.feasible.is_empty() {
+        rec.rejected = classify(cluster, pool, demand, params.ratio, spread);
+        rec.examined = members;
+        rec.not_examined = 0;
+        return rec;
+    }
+    s.feasible.sort_by_key(|c| (c.score, c.node));
+    rec.selected = Some(s.feasible[0].node);
+    rec.considered = s.feasible;
+    rec
+}
+
+/// Why each member of `pool` cannot take `d`.
+pub fn classify(
+    cluster: &Cluster,
+    pool: &PoolState,
+    d: &Demand,
+    ratio: Ratio,
+    spread: Option<&SpreadNeed<'_>>,
+) -> RejectCounts {
+    let mut c = RejectCounts::default();
+    for &i in &pool.members {
+        if let Some(Err(r)) = cluster.node(i).map(|n| feasible(n, d, ratio, spread)) {
+            c.add(r, 1);
+        }
+    }
+    c
+}
+
+struct Search<'a> {
+    cluster: &'a Cluster,
+    demand: &'a Demand,
+    strategy: &'a dyn PlacementStrategy,
+    ctx: &'a ScoreContext<'a>,
+    params: &'a SearchParams,
+    spread: Option<&'a SpreadNeed<'a>>,
+    feasible: Vec<Candidate>,
+    rejected: RejectCounts,
+    examined: u32,
+    since_first: usize,
+}
+
+impl Search<'_> {
+    /// Examines node `i`; false when the search should stop.
+    fn visit(&mut self, i: NodeIdx) -> bool {
+        let Some(n) = self.cluster.node(i) else {
+            return true;
+        };
+        self.examined += 1;
+        match feasible(n, self.demand, self.params.ratio, self.spread) {
+            Ok(()) => self.feasible.push(Candidate {
+                node: i,
+                score: self.strategy.score(self.ctx, i, n),
+            }),
+            Err(r) => self.rejected.add(r, 1),
+        }
+        if !self.feasible.is_empty() {
+            self.since_first += 1;
+        }
+        self.feasible.len() < self.params.top_k.max(1) && self.since_first <= self.params.patience
+    }
+}

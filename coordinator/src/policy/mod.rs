@@ -1,0 +1,7 @@
+//! Policies: resolution across scopes and evaluation records.
+
+pub mod record;
+pub mod resolve;
+
+pub use record::{PolicyCheck, PolicyEvaluation};
+pub use resolve::{EffectivePolicy, PolicyConflict, Resolution, ScopedPolicy, resolve};

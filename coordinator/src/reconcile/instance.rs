@@ -1,0 +1,192 @@
+//! Runtime bookkeeping of one application: its placed instances and init
+//! jobs, with what was observed and what was last asked of the runtime.
+
+use super::observed::ObservedState;
+use crate::model::time::Timestamp;
+use crate::placement::NodeIdx;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A replica of a workload, independent of version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct InstanceKey {
+    /// Workload name.
+    pub workload: String,
+    /// Replica number.
+    pub replica: u32,
+}
+
+impl InstanceKey {
+    /// Key of replica `replica` of `workload`.
+    pub fn new(workload: impl Into<String>, replica: u32) -> Self {
+        Self {
+            workload: workload.into(),
+            replica,
+        }
+    }
+}
+
+/// What was last asked of the runtime for an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Requested {
+    /// Start attempt n (1 = first start).
+    Start(u32),
+    /// Stop.
+    Stop,
+}
+
+/// The instance an update replaces (rolling update, one at a time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replaced {
+    /// Node the old instance runs on.
+    pub node: Option<String>,
+    /// Version it runs.
+    pub version: u32,
+    /// True once it is stopped (or never started).
+    pub stopped: bool,
+    /// True once its stop was asked.
+    pub stop_requested: bool,
+}
+
+/// One placed replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// Node it is placed on (`None` when evicted and not re-placed).
+    pub node: Option<String>,
+    /// Spec version it runs.
+    pub version: u32,
+    /// Last observed state.
+    pub observed: ObservedState,
+    /// When `observed` last changed (or the instance was placed).
+    pub since: Timestamp,
+    /// When it last started running.
+    pub started_at: Option<Timestamp>,
+    /// Starts asked so far (attempt numbers).
+    pub starts: u32,
+    /// Restarts counted against the retry budget.
+    pub restarts: u32,
+    /// Reports received so far (orders requests against observations).
+    pub observations: u64,
+    /// Last request and the observation count when it was made; pending
+    /// until the next report.
+    pub requested: Option<(Requested, u64)>,
+    /// Why it lost its node, when evicted.
+    pub evicted: Option<String>,
+    /// The old instance a rolling update is replacing.
+    pub replacing: Option<Replaced>,
+    /// Allocation in the cluster (node index, serial).
+    pub slot: Option<(NodeIdx, u64)>,
+}
+
+impl Instance {
+    /// A freshly placed instance.
+    pub fn placed(node: String, slot: (NodeIdx, u64), version: u32, now: Timestamp) -> Self {
+        Self {
+            node: Some(node),
+            version,
+            observed: ObservedState::Pending,
+            since: now,
+            started_at: None,
+            starts: 0,
+            restarts: 0,
+            observations: 0,
+            requested: None,
+            evicted: None,
+            replacing: None,
+            slot: Some(slot),
+        }
+    }
+
+    /// True when `what` was asked after the last observation.
+    pub fn pending(&self, what: Requested) -> bool {
+        self.requested == Some((what, self.observations))
+    }
+
+    /// Records a report.
+    pub fn observe(&mut self, state: ObservedState, now: Timestamp) {
+        if state.is_live() && !self.observed.is_live() {
+            self.started_at = Some(now);
+        }
+        if state != self.observed {
+            self.since = now;
+        }
+        self.observed = state;
+        self.observations += 1;
+    }
+}
+
+/// Status of one init job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    /// Node it runs on.
+    pub node: Option<String>,
+    /// Spec version.
+    pub version: u32,
+    /// Last observed state (`Exited {code: 0}` is success).
+    pub observed: ObservedState,
+    /// Runs asked so far.
+    pub attempts: u32,
+    /// When `observed` last changed.
+    pub since: Timestamp,
+    /// Reports received so far.
+    pub observations: u64,
+    /// Observation count when the last run was asked.
+    pub requested_at: Option<u64>,
+}
+
+impl JobStatus {
+    /// A job not run yet.
+    pub fn new(version: u32, now: Timestamp) -> Self {
+        Self {
+            node: None,
+            version,
+            observed: ObservedState::Pending,
+            since: now,
+            attempts: 0,
+            observations: 0,
+            requested_at: None,
+        }
+    }
+
+    /// True once it succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.observed == ObservedState::Exited { code: 0 }
+    }
+
+    /// True when a run was asked after the last observation.
+    pub fn run_pending(&self) -> bool {
+        self.requested_at == Some(self.observations)
+    }
+
+    /// Records a report.
+    pub fn observe(&mut self, state: ObservedState, now: Timestamp) {
+        if state != self.observed {
+            self.since = now;
+        }
+        self.observed = state;
+        self.observations += 1;
+    }
+}
+
+/// Key of an init job: (workload, job).
+pub type JobKey = (String, String);
+
+/// Runtime bookkeeping of an application.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppRuntime {
+    /// Placed replicas.
+    pub instances: BTreeMap<InstanceKey, Instance>,
+    /// Init jobs.
+    pub jobs: BTreeMap<JobKey, JobStatus>,
+}
+
+impl AppRuntime {
+    /// Instances of workload `w`, by replica.
+    pub fn of_workload<'a>(
+        &'a self,
+        w: &'a str,
+    ) -> impl Iterator<Item = (&'a InstanceKey, &'a Instance)> + 'a {
+        self.instances
+            .range(InstanceKey::new(w, 0)..=InstanceKey::new(w, u32::MAX))
+    }
+}

@@ -1,0 +1,456 @@
+//! The reconcile planner: a pure function from an application's spec, its
+//! placed instances and their observed states to the next runtime actions
+//! and the lifecycle transition they imply. It never sleeps: a restart after
+//! backoff is an action with `not_before`, and `wake_at` says when to plan
+//! again.
+//!
+//! Rules:
+//! - workloads start in dependency order: a workload starts when every
+//!   workload it depends on is ready and its own init jobs succeeded;
+//! - init jobs run one after another on the node of replica 0, once the
+//!   workload's dependencies are ready; a failing init job is retried per its
+//!   `retries` and `backoff`, then handled per the workload's `onExhausted`;
+//!   its workload and every dependent stay unstarted and the plan says why;
+//! - an ended instance is restarted per its LifecyclePolicy (restart kind,
+//!   retries, backoff); when no restart is allowed: `WaitForOperator` holds
+//!   it, `FailAndStopDependents` fails the application;
+//! - a rolling update replaces one instance at a time: stop the old, start
+//!   the new, wait for it to be ready, then the next;
+//! - the application is Running when every workload is ready, Degraded when
+//!   a replica is down, held or evicted, Finished when every workload
+//!   completed.
+
+use super::action::{ActionKind, JobLaunch, RuntimeAction, WorkloadLaunch};
+use super::instance::{AppRuntime, Instance, InstanceKey, Requested};
+use super::observed::{InitJobId, InstanceId, ObservedState};
+use crate::lifecycle::{Phase, SystemEvent};
+use crate::model::application::Application;
+use crate::model::dependency::DependencyGraph;
+use crate::model::health::CheckKind;
+use crate::model::lifecycle_policy::OnExhausted;
+use crate::model::names::AppKey;
+use crate::model::qos::MinimalReservation;
+use crate::model::time::Timestamp;
+use crate::model::workload::Workload;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Input of the planner.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// The application.
+    pub key: &'a AppKey,
+    /// Spec in force.
+    pub app: &'a Application,
+    /// Its version.
+    pub version: u32,
+    /// Current phase.
+    pub phase: Phase,
+    /// Instances and jobs.
+    pub runtime: &'a AppRuntime,
+    /// True when the application is Degraded only because of runtime
+    /// failures (so it recovers by itself once they heal).
+    pub recoverable_degradation: bool,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Something that cannot proceed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocked {
+    /// Workload concerned.
+    pub workload: String,
+    /// Why it waits.
+    pub reason: String,
+}
+
+/// Output of the planner.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Actions to perform now (or at their `not_before`).
+    pub actions: Vec<RuntimeAction>,
+    /// What waits, and why.
+    pub blocked: Vec<Blocked>,
+    /// Lifecycle event implied, with its reason.
+    pub event: Option<(SystemEvent, String)>,
+    /// Workload whose failure fails the application.
+    pub failed_workload: Option<String>,
+    /// Plan again at this time (restart backoff).
+    pub wake_at: Option<Timestamp>,
+    /// Retry budget used per instance for the starts in `actions`.
+    pub restarts: BTreeMap<InstanceKey, u32>,
+}
+
+/// Launch description of workload `w`.
+pub fn launch_of(app: &Application, w: &Workload) -> WorkloadLaunch {
+    WorkloadLaunch {
+        runtime: w.runtime,
+        image: w.image.clone(),
+        qos: app.qos_of(w),
+        resources: w.resources,
+        reservation: MinimalReservation::from_profile(&w.resources),
+        health_checks: w.health_checks.clone(),
+        runtime_spec: w.runtime_spec.clone(),
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct WorkloadState {
+    ready: bool,
+    completed: bool,
+}
+
+/// Plans the next actions of one application.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let mut p = Plan::default();
+    if !input.phase.holds_placements() {
+        return p;
+    }
+    let ws = &input.app.spec.workloads;
+    let graph = DependencyGraph::new(ws);
+    let order = graph
+        .start_order()
+        .unwrap_or_else(|| (0..ws.len()).collect());
+    let mut state = vec![WorkloadState::default(); ws.len()];
+    let mut down: Vec<String> = Vec::new();
+    let mut failing: Option<(String, String)> = None;
+    let mut rollout_busy = false;
+
+    for &i in &order {
+        let w = &ws[i];
+        let lp = input.app.lifecycle_of(w);
+        let has_readiness = w
+            .health_checks
+            .iter()
+            .any(|h| h.kind == CheckKind::Readiness);
+        let deps: Vec<&str> = graph
+            .deps_of(i)
+            .iter()
+            .filter(|&&d| !state[d].ready)
+            .map(|&d| ws[d].name.as_str())
+            .collect();
+        let deps_ok = deps.is_empty();
+
+        // Init jobs, one after another.
+        let mut jobs_ok = true;
+        for j in &w.init_jobs {
+            let key = (w.name.clone(), j.name.clone());
+            let Some(st) = input.runtime.jobs.get(&key) else {
+                continue;
+            };
+            if st.succeeded() {
+                continue;
+            }
+            jobs_ok = false;
+            if !deps_ok {
+                break;
+            }
+            let node = input
+                .runtime
+                .of_workload(&w.name)
+                .next()
+                .and_then(|(_, inst)| inst.node.clone());
+            let Some(node) = node else {
+                p.blocked.push(Blocked {
+                    workload: w.name.clone(),
+                    reason: format!("init job {} waits for replica 0 to have a node", j.name),
+                });
+                break;
+            };
+            let job_id = InitJobId {
+                app: input.key.clone(),
+                workload: w.name.clone(),
+                job: j.name.clone(),
+                version: st.version,
+            };
+            let job_launch = || JobLaunch {
+                runtime: j.runtime.unwrap_or(w.runtime),
+                image: j.image.clone(),
+                resources: j.resources,
+                timeout: j.timeout,
+                runtime_spec: j.runtime_spec.clone(),
+            };
+            match &st.observed {
+                ObservedState::Pending if st.attempts == 0 => {
+                    if !st.run_pending() {
+                        p.actions.push(RuntimeAction {
+                            node,
+                            not_before: None,
+                            reason: format!(
+                                "init job {} must succeed before {} starts",
+                                j.name, w.name
+                            ),
+                            kind: ActionKind::RunInitJob {
+                                job: job_id,
+                                attempt: 1,
+                                launch: Box::new(job_launch()),
+                            },
+                        });
+                    }
+                    p.blocked.push(Blocked {
+                        workload: w.name.clone(),
+                        reason: format!("init job {} running", j.name),
+                    });
+                }
+                o if o.has_ended() || *o == ObservedState::Stopped => {
+                    let why = o.describe();
+                    if st.attempts <= j.retries {
+                        let due = st
+                            .since
+                            .plus(j.backoff.delay(st.attempts.saturating_sub(1)));
+                        if !st.run_pending() {
+                            p.actions.push(RuntimeAction {
+                                node,
+                                not_before: (due > input.now).then_some(due),
+                                reason: format!(
+                                    "init job {} failed ({why}); retry {}/{}",
+                                    j.name, st.attempts, j.retries
+                                ),
+                                kind: ActionKind::RunInitJob {
+                                    job: job_id,
+                                    attempt: st.attempts + 1,
+                                    launch: Box::new(job_launch()),
+                                },
+                            });
+                        }
+                        if due > input.now {
+                            wake(&mut p, due);
+                        }
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!(
+                                "init job {} failed ({why}); retry {} of {}",
+                                j.name, st.attempts, j.retries
+                            ),
+                        });
+                    } else {
+                        let reason = format!(
+                            "init job {} of workload {} failed {} times (last: {why})",
+                            j.name, w.name, st.attempts
+                        );
+                        match lp.on_exhausted {
+                            OnExhausted::FailAndStopDependents => {
+                                failing.get_or_insert((w.name.clone(), reason.clone()));
+                            }
+                            OnExhausted::WaitForOperator => {}
+                        }
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!("{reason}; waiting for an operator"),
+                        });
+                    }
+                }
+                _ => p.blocked.push(Blocked {
+                    workload: w.name.clone(),
+                    reason: format!("init job {} running", j.name),
+                }),
+            }
+            break;
+        }
+
+        let mut all_ready = true;
+        let mut all_completed = true;
+        let mut any = false;
+        for (k, inst) in input.runtime.of_workload(&w.name) {
+            any = true;
+            let id = InstanceId {
+                app: input.key.clone(),
+                workload: k.workload.clone(),
+                replica: k.replica,
+                version: inst.version,
+            };
+            if let Some(reason) = &inst.evicted {
+                all_ready = false;
+                all_completed = false;
+                down.push(format!("{}/{} evicted: {reason}", k.workload, k.replica));
+                continue;
+            }
+            let Some(node) = inst.node.clone() else {
+                all_ready = false;
+                all_completed = false;
+                continue;
+            };
+            // Rolling update: one replacement in flight at a time.
+            if let Some(old) = &inst.replacing {
+                all_ready = false;
+                all_completed = false;
+                if rollout_busy {
+                    p.blocked.push(Blocked {
+                        workload: w.name.clone(),
+                        reason: format!(
+                            "rolling update: {}/{} waits for the previous replacement",
+                            k.workload, k.replica
+                        ),
+                    });
+                    continue;
+                }
+                rollout_busy = true;
+                if !old.stopped {
+                    let old_id = InstanceId {
+                        version: old.version,
+                        ..id.clone()
+                    };
+                    if !old.stop_requested {
+                        p.actions.push(RuntimeAction {
+                            node: old.node.clone().unwrap_or_else(|| node.clone()),
+                            not_before: None,
+                            reason: format!(
+                                "rolling update to version {}: stop version {} first",
+                                inst.version, old.version
+                            ),
+                            kind: ActionKind::Stop { instance: old_id },
+                        });
+                    }
+                    continue;
+                }
+                // Old one stopped: the new one starts below like any other.
+            }
+            let ready = inst.observed == ObservedState::Ready
+                || (inst.observed == ObservedState::Running && !has_readiness);
+            match &inst.observed {
+                ObservedState::Pending => {
+                    all_ready = false;
+                    all_completed = false;
+                    if !deps_ok {
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!("waiting for {} to be ready", deps.join(", ")),
+                        });
+                    } else if !jobs_ok {
+                        // Reason already given by the init job above.
+                    } else if !inst.pending(Requested::Start(inst.starts)) {
+                        p.actions
+                            .push(start(input, w, id, node, inst, None, "placed"));
+                        p.restarts.insert(k.clone(), inst.restarts);
+                    }
+                }
+                ObservedState::Starting | ObservedState::Running | ObservedState::Ready => {
+                    all_completed = false;
+                    if !ready {
+                        all_ready = false;
+                    }
+                }
+                ObservedState::Stopped if matches!(inst.requested, Some((Requested::Stop, _))) => {
+                    all_ready = false;
+                    all_completed = false;
+                }
+                o => {
+                    let failed = o.is_failure();
+                    let ran_long = inst
+                        .started_at
+                        .is_some_and(|s| inst.since.since(s) >= lp.reset_after);
+                    let used = if ran_long { 0 } else { inst.restarts };
+                    if lp.may_restart(failed, used) {
+                        all_ready = false;
+                        all_completed = false;
+                        let due = inst.since.plus(lp.backoff.delay(used));
+                        if !inst.pending(Requested::Start(inst.starts)) {
+                            let why = format!("{}; restart {}", o.describe(), used + 1);
+                            let mut a = start(input, w, id, node, inst, Some(due), &why);
+                            if due <= input.now {
+                                a.not_before = None;
+                            }
+                            p.actions.push(a);
+                            p.restarts.insert(k.clone(), used + 1);
+                        }
+                        if due > input.now {
+                            wake(&mut p, due);
+                        }
+                        down.push(format!(
+                            "{}/{} {} (restarting)",
+                            k.workload,
+                            k.replica,
+                            o.describe()
+                        ));
+                    } else if !failed {
+                        // Completed cleanly and not restarted: done.
+                    } else {
+                        all_ready = false;
+                        all_completed = false;
+                        let reason = format!(
+                            "{}/{} {} after {} restarts",
+                            k.workload,
+                            k.replica,
+                            o.describe(),
+                            used
+                        );
+                        match lp.on_exhausted {
+                            OnExhausted::FailAndStopDependents => {
+                                failing.get_or_insert((w.name.clone(), reason));
+                            }
+                            OnExhausted::WaitForOperator => {
+                                p.blocked.push(Blocked {
+                                    workload: w.name.clone(),
+                                    reason: format!("{reason}; waiting for an operator"),
+                                });
+                                down.push(format!("{reason}; waiting for an operator"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        state[i] = WorkloadState {
+            ready: any && all_ready && jobs_ok,
+            completed: any && all_completed && jobs_ok,
+        };
+        if state[i].completed {
+            state[i].ready = true;
+        }
+    }
+
+    if let Some((w, reason)) = failing {
+        let ev = match input.phase {
+            Phase::Scheduled => SystemEvent::ExecutionFailed,
+            _ => SystemEvent::RuntimeFailed,
+        };
+        p.event = Some((ev, reason));
+        p.failed_workload = Some(w);
+        p.actions.clear();
+        return p;
+    }
+    let all_ready = state.iter().all(|s| s.ready);
+    let all_completed = state.iter().all(|s| s.completed);
+    p.event = match input.phase {
+        Phase::Scheduled if all_ready => Some((
+            SystemEvent::ExecutionSucceeded,
+            format!("all {} workloads ready", ws.len()),
+        )),
+        Phase::Running | Phase::Degraded if all_completed => Some((
+            SystemEvent::Finished,
+            "every workload completed".to_string(),
+        )),
+        Phase::Running if !down.is_empty() => Some((SystemEvent::Degrade, down.join("; "))),
+        Phase::Degraded if input.recoverable_degradation && down.is_empty() && all_ready => {
+            Some((SystemEvent::Recovered, "every replica is back".to_string()))
+        }
+        _ => None,
+    };
+    p
+}
+
+fn wake(p: &mut Plan, at: Timestamp) {
+    p.wake_at = Some(p.wake_at.map_or(at, |w| w.min(at)));
+}
+
+fn start(
+    input: &PlanInput<'_>,
+    w: &Workload,
+    instance: InstanceId,
+    node: String,
+    inst: &Instance,
+    due: Option<Timestamp>,
+    why: &str,
+) -> RuntimeAction {
+    RuntimeAction {
+        node,
+        not_before: due.filter(|d| *d > input.now),
+        reason: why.to_string(),
+        kind: ActionKind::Start {
+            instance,
+            attempt: inst.starts + 1,
+            launch: Box::new(launch_of(input.app, w)),
+        },
+    }
+}
