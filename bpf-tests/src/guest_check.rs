@@ -27,6 +27,8 @@ pub struct CheckOutcome {
     pub name: &'static str,
     /// `Ok(detail)` or `Err(reason)`.
     pub result: Result<String, String>,
+    /// How long it took.
+    pub elapsed: Duration,
 }
 
 type CheckResult = Result<String, String>;
@@ -194,7 +196,9 @@ fn check_pids_max_fork() -> CheckResult {
     let cg = TestCgroup::create("pids")?;
     write(cg.file("pids.max"), "5")?;
     // The shell is task 1 of 5: four background children fit, the fifth fork must fail.
-    let out = cg.sh("i=0; while [ $i -lt 8 ]; do sleep 30 & i=$((i+1)); done; exit 0")?;
+    // The children must not hold the output pipes open, or collecting the output waits for them.
+    let out =
+        cg.sh("i=0; while [ $i -lt 8 ]; do sleep 30 >/dev/null 2>&1 & i=$((i+1)); done; exit 0")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let events = read(cg.file("pids.events"))?;
     let refused: u64 = events
@@ -424,7 +428,15 @@ pub fn run_all() -> Result<Vec<CheckOutcome>, String> {
     ensure_in_vm(std::env::var(ENV_IN_VM).ok().as_deref())?;
     Ok(CHECKS
         .iter()
-        .map(|(name, f)| CheckOutcome { name, result: f() })
+        .map(|(name, f)| {
+            let t0 = Instant::now();
+            let result = f();
+            CheckOutcome {
+                name,
+                result,
+                elapsed: t0.elapsed(),
+            }
+        })
         .collect())
 }
 
@@ -433,8 +445,8 @@ pub fn render(outcomes: &[CheckOutcome]) -> String {
     let mut s = String::new();
     for o in outcomes {
         let _ = match &o.result {
-            Ok(d) => writeln!(s, "ok   {}: {d}", o.name),
-            Err(e) => writeln!(s, "FAIL {}: {e}", o.name),
+            Ok(d) => writeln!(s, "ok   {}: {d} [{:.2} s]", o.name, o.elapsed.as_secs_f64()),
+            Err(e) => writeln!(s, "FAIL {}: {e} [{:.2} s]", o.name, o.elapsed.as_secs_f64()),
         };
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
@@ -465,15 +477,16 @@ mod tests {
             CheckOutcome {
                 name: "a",
                 result: Ok("fine".into()),
+                elapsed: Duration::from_millis(10),
             },
             CheckOutcome {
                 name: "b",
                 result: Err("broken".into()),
+                elapsed: Duration::ZERO,
             },
         ]);
-        assert_eq!(
-            out,
-            "ok   a: fine\nFAIL b: broken\nguest-check: 1 passed, 1 failed\n"
-        );
+        let want =
+            "ok   a: fine [0.01 s]\nFAIL b: broken [0.00 s]\nguest-check: 1 passed, 1 failed\n";
+        assert_eq!(out, want);
     }
 }

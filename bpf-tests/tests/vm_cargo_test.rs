@@ -59,6 +59,7 @@ fn cargo_test_runs_test_binaries_in_the_vm() {
             "vm_cargo_test",
             "--",
             "--ignored",
+            "--show-output",
             "guest_",
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -71,6 +72,7 @@ fn cargo_test_runs_test_binaries_in_the_vm() {
         stdout.contains("test guest_sees_pure_cgroup2_and_cargo_env ... ok"),
         "{stdout}"
     );
+    // Printed by a passing test: shown because --show-output reached the binary.
     assert!(stdout.contains("guest-marker: cgroup2 ok in"), "{stdout}");
     assert!(
         stdout.contains("test guest_fails_when_asked ... FAILED"),

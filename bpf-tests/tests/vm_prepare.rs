@@ -26,8 +26,9 @@ fn prepared_kernel_is_bootable_elf_with_modules_in_dependency_order() {
     let config = std::fs::read_to_string(k.config()).unwrap();
     assert!(config.contains("CONFIG_PSI=y") && config.contains("CONFIG_DEBUG_INFO_BTF=y"));
 
+    // Boot modules load in order; the disk group loads after (in parallel), on top of them.
     let mut loaded = HashSet::new();
-    for m in &k.modules {
+    for m in k.modules.iter().chain(&k.disk_modules) {
         for dep in module_depends(&k.dir.join("modules").join(format!("{m}.ko"))).unwrap() {
             assert!(
                 loaded.contains(&dep),

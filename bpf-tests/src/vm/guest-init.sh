@@ -23,9 +23,15 @@ mount -t devtmpfs devtmpfs /dev
 # The console is a tty: keep "\n" as it is so output reaches the host unchanged.
 stty -onlcr 2>/dev/null
 
-while read -r m; do
-	insmod "/lib/modules/$m.ko" || say "insmod $m failed"
-done < /etc/daros-modules
+load() {
+	while read -r m; do
+		insmod "/lib/modules/$m.ko" || say "insmod $m failed"
+	done < "$1"
+}
+# ext4 for the IO disk loads on the other vCPU while the boot modules load here.
+load /etc/daros-modules-disk &
+disk_modules=$!
+load /etc/daros-modules
 
 p9=trans=virtio,version=9p2000.L,msize=512000
 mkdir -p /host /job /rw /newroot
@@ -58,6 +64,7 @@ mount -t debugfs debugfs $R/sys/kernel/debug || say "cannot mount debugfs"
 mkdir -p $R/run/daros-job
 mount --bind /job $R/run/daros-job || die "cannot bind the job share"
 if [ "$DISK" = 1 ]; then
+	wait $disk_modules
 	[ -b /dev/vda ] || die "the IO test disk /dev/vda is missing"
 	mkdir -p $R/mnt/vmdisk
 	mount -t ext4 /dev/vda $R/mnt/vmdisk || die "cannot mount /dev/vda on /mnt/vmdisk"
@@ -72,4 +79,6 @@ cat /proc/uptime > /job/.vm/boot-uptime
 chroot $R /bin/sh /run/daros-job/.vm/job.sh < /dev/null
 dmesg > /job/.vm/dmesg
 umount $R/mnt/vmdisk 2>/dev/null
+# Console loglevel 0: no "reboot: Power down" line after the job's output.
+echo 0 > /proc/sys/kernel/printk
 off

@@ -20,8 +20,9 @@ pub struct InitramfsError {
     pub source: std::io::Error,
 }
 
-/// Builds the initramfs bytes from a static busybox and the modules (already in load order).
-pub fn build(busybox: &Path, modules: &[Module]) -> Result<Vec<u8>, InitramfsError> {
+/// Builds the initramfs bytes from a static busybox and the two module groups (each in
+/// load order): `/etc/daros-modules` (boot) and `/etc/daros-modules-disk` (loaded in parallel).
+pub fn build(busybox: &Path, boot: &[Module], disk: &[Module]) -> Result<Vec<u8>, InitramfsError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|source| InitramfsError {
             path: path.to_owned(),
@@ -45,17 +46,22 @@ pub fn build(busybox: &Path, modules: &[Module]) -> Result<Vec<u8>, InitramfsErr
     w.char_device("dev/null", 0o666, 1, 3);
     w.file("bin/busybox", 0o755, &read(busybox)?);
     w.symlink("bin/sh", "busybox");
-    let mut order = String::new();
-    for m in modules {
-        w.file(
-            &format!("lib/modules/{}.ko", m.name),
-            0o644,
-            &read(&m.path)?,
-        );
-        order.push_str(&m.name);
-        order.push('\n');
+    for (list, modules) in [
+        ("etc/daros-modules", boot),
+        ("etc/daros-modules-disk", disk),
+    ] {
+        let mut order = String::new();
+        for m in modules {
+            w.file(
+                &format!("lib/modules/{}.ko", m.name),
+                0o644,
+                &read(&m.path)?,
+            );
+            order.push_str(&m.name);
+            order.push('\n');
+        }
+        w.file(list, 0o644, order.as_bytes());
     }
-    w.file("etc/daros-modules", 0o644, order.as_bytes());
     w.file("init", 0o755, INIT_SCRIPT.as_bytes());
     Ok(w.finish())
 }
@@ -90,14 +96,20 @@ mod tests {
                 path: p,
             }
         };
-        let mods = [ko("virtio"), ko("virtio_blk")];
         let bb = crate::vm::host::static_busybox().unwrap();
-        let img = build(&bb, &mods).unwrap();
+        let img = build(&bb, &[ko("virtio"), ko("virtio_blk")], &[ko("ext4")]).unwrap();
         let out = dir.path().join("x");
         std::fs::create_dir(&out).unwrap();
         let mut child = Command::new("busybox")
             // Device nodes are left out: extracting them needs root.
-            .args(["cpio", "-id", "init", "etc/daros-modules", "bin/busybox"])
+            .args([
+                "cpio",
+                "-id",
+                "init",
+                "etc/daros-modules",
+                "etc/daros-modules-disk",
+                "bin/busybox",
+            ])
             .current_dir(&out)
             .stdin(Stdio::piped())
             .stderr(Stdio::null())

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::bzimage::{self, BzImageError};
 use super::host::{self, HostError};
 use super::initramfs::{self, InitramfsError};
-use super::modules::{self, GUEST_MODULES, Module, ModulesError};
+use super::modules::{self, BOOT_MODULES, DISK_MODULES, Module, ModulesError};
 
 /// The Debian meta package whose dependency is the current kernel.
 pub const META_PACKAGE: &str = "linux-image-amd64";
@@ -25,6 +25,8 @@ pub const ENV_CACHE: &str = "DAROS_VM_CACHE";
 pub const ENV_KERNEL_DEB: &str = "DAROS_VM_KERNEL_DEB";
 
 const MANIFEST: &str = "kernel.json";
+/// Bumped when the cache layout changes; older caches are fetched again.
+const MANIFEST_FORMAT: u32 = 2;
 const CURRENT: &str = "current";
 
 /// Why the kernel could not be prepared.
@@ -109,14 +111,20 @@ impl KernelSource {
 /// A prepared guest kernel in the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreparedKernel {
+    /// Cache layout version ([`MANIFEST_FORMAT`] when written by this code).
+    #[serde(default)]
+    pub format: u32,
     /// Debian package name (`linux-image-6.1.0-56-amd64`).
     pub package: String,
     /// Debian package version (`6.1.192-2`).
     pub version: String,
     /// Kernel release (`uname -r` in the guest).
     pub release: String,
-    /// Modules in the initramfs, in load order.
+    /// Boot modules in the initramfs, in load order.
     pub modules: Vec<String>,
+    /// ext4 modules for the IO test disk, in load order (loaded in parallel).
+    #[serde(default)]
+    pub disk_modules: Vec<String>,
     /// The cache directory of this kernel.
     #[serde(skip)]
     pub dir: PathBuf,
@@ -286,6 +294,14 @@ impl KernelCache {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
+        if k.format != MANIFEST_FORMAT {
+            tracing::info!(
+                package,
+                format = k.format,
+                "cached kernel has an old layout: preparing it again"
+            );
+            return Ok(None);
+        }
         k.dir = dir;
         if !k.vmlinux().is_file() {
             return Err(KernelError::BadManifest {
@@ -378,20 +394,28 @@ impl KernelCache {
         bzimage::extract_vmlinux(&vmlinuz, &out.join("vmlinux"))?;
         let config = boot.join(format!("config-{release}"));
         std::fs::copy(&config, out.join("config")).map_err(io(&config))?;
-        let mods = modules::resolve(&tree.join("lib/modules").join(&release), GUEST_MODULES)?;
-        for m in &mods {
+        let mod_dir = tree.join("lib/modules").join(&release);
+        let boot = modules::resolve(&mod_dir, BOOT_MODULES, &[])?;
+        let disk = modules::resolve(&mod_dir, DISK_MODULES, &boot)?;
+        for m in boot.iter().chain(&disk) {
             let dst = out.join("modules").join(format!("{}.ko", m.name));
             std::fs::copy(&m.path, &dst).map_err(io(&m.path))?;
         }
+        let names = |v: Vec<Module>| v.into_iter().map(|m| m.name).collect();
         let kernel = PreparedKernel {
+            format: MANIFEST_FORMAT,
             package: package.to_owned(),
             version: version.to_owned(),
             release,
-            modules: mods.into_iter().map(|m| m.name).collect(),
+            modules: names(boot),
+            disk_modules: names(disk),
             dir: self.root.join(package),
         };
         let manifest = out.join(MANIFEST);
-        let json = serde_json::to_string_pretty(&kernel).unwrap_or_default();
+        let json = serde_json::to_string_pretty(&kernel).map_err(|e| KernelError::BadManifest {
+            path: manifest.clone(),
+            reason: e.to_string(),
+        })?;
         std::fs::write(&manifest, json).map_err(io(&manifest))?;
         if kernel.dir.exists() {
             std::fs::remove_dir_all(&kernel.dir).map_err(io(&kernel.dir))?;
@@ -403,15 +427,20 @@ impl KernelCache {
 
     fn refresh_initramfs(&self, kernel: &PreparedKernel) -> Result<(), KernelError> {
         let busybox = host::static_busybox()?;
-        let mods: Vec<Module> = kernel
-            .modules
-            .iter()
-            .map(|name| Module {
-                name: name.clone(),
-                path: kernel.dir.join("modules").join(format!("{name}.ko")),
-            })
-            .collect();
-        let image = initramfs::build(&busybox, &mods)?;
+        let group = |names: &[String]| -> Vec<Module> {
+            names
+                .iter()
+                .map(|name| Module {
+                    name: name.clone(),
+                    path: kernel.dir.join("modules").join(format!("{name}.ko")),
+                })
+                .collect()
+        };
+        let image = initramfs::build(
+            &busybox,
+            &group(&kernel.modules),
+            &group(&kernel.disk_modules),
+        )?;
         let path = kernel.initramfs();
         if std::fs::read(&path).ok().as_deref() == Some(image.as_slice()) {
             return Ok(());

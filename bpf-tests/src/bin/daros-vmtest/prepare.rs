@@ -42,7 +42,7 @@ pub fn run(args: PrepareArgs) -> anyhow::Result<i32> {
             "{}",
             serde_json::json!({
                 "package": k.package, "version": k.version, "release": k.release,
-                "modules": k.modules, "vmlinux": k.vmlinux(), "initramfs": k.initramfs(),
+                "modules": k.modules, "disk_modules": k.disk_modules, "vmlinux": k.vmlinux(), "initramfs": k.initramfs(),
                 "cache": cache.root(), "seconds": t0.elapsed().as_secs_f64(),
             })
         ),
@@ -53,7 +53,11 @@ pub fn run(args: PrepareArgs) -> anyhow::Result<i32> {
             );
             println!("vmlinux   {}", k.vmlinux().display());
             println!("initramfs {}", k.initramfs().display());
-            println!("modules   {}", k.modules.join(" "));
+            println!(
+                "modules   {} | disk: {}",
+                k.modules.join(" "),
+                k.disk_modules.join(" ")
+            );
             println!("prepared in {:.1} s", t0.elapsed().as_secs_f64());
         }
     }
