@@ -3,9 +3,25 @@
 //! errors to exit codes.
 #![warn(missing_docs)]
 
+/// Local API: axum router over a unix socket, one module per resource, OpenAPI document.
+pub mod api;
+/// Host capability probe (cgroup mode and controllers, PSI, eBPF/BTF, bpffs, GPU, kernel).
 pub mod caps;
+/// cgroup layer: mode detection, v1/v2 backends, per-controller files, managed root.
 pub mod cgroup;
+/// `darosctl` subcommands and output formatting.
+pub mod cli;
+/// HTTP client for the agent socket (used by `darosctl` and tests).
+pub mod client;
+/// Configuration: TOML file, `DAROS_*` environment, flags, validation.
 pub mod config;
+/// `darosd` main loop: startup, sampler thread, API and metrics servers, systemd notify.
+pub mod daemon;
+/// GPU sensing through NVML behind a trait, with process-to-workload attribution.
 pub mod gpu;
+/// Prometheus metrics encoded from the latest snapshot.
+pub mod metrics;
+/// API data types (node, workloads, capabilities, GPU, pressure).
 pub mod model;
+/// Sensing: node and workload counters, rates, discovery, the sampler thread.
 pub mod sensing;

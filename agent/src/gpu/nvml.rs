@@ -22,14 +22,17 @@ impl NvmlSource {
             Some(l) => vec![l],
             None => LIBRARIES.to_vec(),
         };
-        let mut last = String::new();
+        let mut errors = Vec::new();
         for lib in candidates {
             match Nvml::builder().lib_path(std::ffi::OsStr::new(lib)).init() {
                 Ok(nvml) => return Ok(NvmlSource { nvml }),
-                Err(e) => last = format!("no GPU: NVML init with {lib} failed: {e}"),
+                Err(e) => errors.push(format!("{lib}: {e}")),
             }
         }
-        Err(last)
+        Err(format!(
+            "no GPU: NVML did not initialise ({})",
+            errors.join("; ")
+        ))
     }
 }
 

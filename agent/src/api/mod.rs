@@ -1,0 +1,91 @@
+//! The local API: HTTP/JSON over a unix socket. One module per resource; each
+//! contributes [`ApiRoute`]s, from which both the router and the OpenAPI
+//! document are built, so the document cannot drift from the routes.
+
+pub mod caps;
+pub mod error;
+pub mod health;
+pub mod node;
+pub mod openapi;
+pub mod socket;
+pub mod workloads;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::Method;
+use axum::routing::MethodRouter;
+use schemars::{Schema, SchemaGenerator};
+
+use crate::model::Capabilities;
+use crate::sensing::Latest;
+
+/// What handlers read.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Latest snapshot.
+    pub latest: Arc<Latest>,
+    /// Host capabilities (probed once at start).
+    pub caps: Arc<Capabilities>,
+    /// Sampling interval (for staleness checks).
+    pub interval: Duration,
+}
+
+/// A path parameter or query parameter of a route, for the OpenAPI document.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Name.
+    pub name: &'static str,
+    /// `path` or `query`.
+    pub location: &'static str,
+    /// Required?
+    pub required: bool,
+    /// Description.
+    pub description: &'static str,
+    /// Allowed values, if an enumeration.
+    pub values: &'static [&'static str],
+}
+
+/// One route: its handler and its documentation.
+pub struct ApiRoute {
+    /// HTTP method (documentation; the handler's method router must match).
+    pub method: Method,
+    /// Path in axum syntax (`/v1/workloads/{*id}`).
+    pub path: &'static str,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// Parameters.
+    pub params: &'static [Param],
+    /// Schema of the 200 response body.
+    pub response: fn(&mut SchemaGenerator) -> Schema,
+    /// Error statuses the route returns besides the generic ones.
+    pub errors: &'static [u16],
+    /// Handler.
+    pub handler: MethodRouter<AppState>,
+}
+
+/// Every route of the API.
+pub fn routes() -> Vec<ApiRoute> {
+    let mut r = Vec::new();
+    r.extend(health::routes());
+    r.extend(node::routes());
+    r.extend(workloads::routes());
+    r.extend(caps::routes());
+    r.push(openapi::route());
+    r
+}
+
+/// Builds the router with JSON fallbacks for unknown routes and methods.
+pub fn router(state: AppState) -> Router {
+    let routes = routes();
+    let doc = Arc::new(openapi::document(&routes));
+    let mut app: Router<AppState> = Router::new();
+    for route in routes {
+        app = app.route(route.path, route.handler);
+    }
+    app.fallback(error::unknown_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::Extension(doc))
+        .with_state(state)
+}

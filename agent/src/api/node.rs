@@ -1,0 +1,26 @@
+//! `/v1/node`: the node sample.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::Method;
+use axum::routing::get;
+
+use super::{ApiRoute, AppState};
+use crate::model::NodeSample;
+
+/// Routes of this module.
+pub fn routes() -> Vec<ApiRoute> {
+    vec![ApiRoute {
+        method: Method::GET,
+        path: "/v1/node",
+        summary: "Latest node sample: CPU, memory, disks, network, PSI, GPUs and the agent itself",
+        params: &[],
+        response: |g| g.subschema_for::<NodeSample>(),
+        errors: &[],
+        handler: get(node),
+    }]
+}
+
+async fn node(State(s): State<AppState>) -> Json<NodeSample> {
+    Json(s.latest.get().node.clone())
+}

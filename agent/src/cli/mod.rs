@@ -1,0 +1,100 @@
+//! `darosctl`: the command line for the local agent. One file per subcommand;
+//! every command supports `-o json` and `-o yaml`.
+
+pub mod caps;
+pub mod completions;
+pub mod man;
+pub mod node;
+pub mod output;
+pub mod top;
+pub mod workloads;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::client::{Client, ClientError};
+use output::{OutputError, OutputFormat};
+
+/// Default socket of the local agent.
+pub const DEFAULT_SOCKET: &str = "/run/daros/agent.sock";
+
+/// Command line of `darosctl`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "darosctl",
+    version,
+    about = "Inspect the local D-AROS agent (darosd) over its unix socket",
+    after_help = "Exit status: 0 success, 1 error, 2 usage error, 3 not found, 4 darosd unreachable."
+)]
+pub struct Cli {
+    /// Socket of the local darosd.
+    #[arg(long, global = true, env = "DAROS_API_SOCKET", default_value = DEFAULT_SOCKET, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the node: CPU, memory, disks, network, pressure, GPUs, agent.
+    Node(node::NodeArgs),
+    /// List workloads, or show one by id.
+    Workloads(workloads::WorkloadsArgs),
+    /// Live per-workload table, redrawn every interval.
+    Top(top::TopArgs),
+    /// Show what the host offers: cgroup mode and controllers, PSI, eBPF, GPU.
+    Caps(caps::CapsArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (or write all pages to a directory).
+    Man(man::ManArgs),
+}
+
+/// Errors of `darosctl`.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Talking to darosd failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Printing failed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    /// The process exit status for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Client(ClientError::Api { status: 404, .. }) => 3,
+            CliError::Client(ClientError::Connect { .. } | ClientError::Timeout(_)) => 4,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    let client = Client::new(cli.socket.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("starting runtime: {e}")))?;
+    let out = &mut std::io::stdout().lock();
+    match cli.command {
+        Command::Node(a) => rt.block_on(node::run(&client, cli.output, a, out)),
+        Command::Workloads(a) => rt.block_on(workloads::run(&client, cli.output, a, out)),
+        Command::Top(a) => rt.block_on(top::run(&client, cli.output, a, out)),
+        Command::Caps(a) => rt.block_on(caps::run(&client, cli.output, a, out)),
+        Command::Completions(a) => completions::run(a, out),
+        Command::Man(a) => man::run(a, out),
+    }
+}

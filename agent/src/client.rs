@@ -1,0 +1,211 @@
+//! A small HTTP/1 client for the agent's unix socket, used by `darosctl` and tests.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+
+use crate::api::error::ErrorBody;
+use crate::api::health::Health;
+use crate::model::{Capabilities, NodeSample, Workload, WorkloadKind, WorkloadList};
+
+/// Errors talking to the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket cannot be reached.
+    #[error(
+        "cannot connect to darosd at {socket}: {source} (is darosd running? use --socket or DAROS_API_SOCKET)"
+    )]
+    Connect {
+        /// Socket path.
+        socket: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The HTTP exchange failed.
+    #[error("request {path} failed: {reason}")]
+    Http {
+        /// Request path.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The agent answered with an error.
+    #[error("darosd: {message} (HTTP {status})")]
+    Api {
+        /// Status code.
+        status: u16,
+        /// Error message from the body.
+        message: String,
+    },
+    /// The body was not what was expected.
+    #[error("unexpected response to {path}: {reason}")]
+    Decode {
+        /// Request path.
+        path: String,
+        /// Decoder message.
+        reason: String,
+    },
+    /// No answer in time.
+    #[error("no answer from darosd at {0} within the timeout")]
+    Timeout(PathBuf),
+}
+
+/// A client bound to one socket.
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+    timeout: Duration,
+}
+
+/// Percent-encodes a workload id for a path (keeps `/` and unreserved bytes).
+pub fn encode_id(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Client {
+    /// A client for `socket` with a 10 s timeout.
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Client {
+            socket: socket.into(),
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Sends a request and returns status and body.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        tokio::time::timeout(self.timeout, self.request_inner(method, path))
+            .await
+            .map_err(|_| ClientError::Timeout(self.socket.clone()))?
+    }
+
+    async fn request_inner(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let http = |reason: String| ClientError::Http {
+            path: path.to_string(),
+            reason,
+        };
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .map_err(|source| ClientError::Connect {
+                socket: self.socket.clone(),
+                source,
+            })?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| http(e.to_string()))?;
+        let conn = tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, "darosd")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| http(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| http(e.to_string()))?;
+        let status = resp.status();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| http(e.to_string()))?
+            .to_bytes();
+        drop(sender);
+        let _ = conn.await;
+        Ok((status, body))
+    }
+
+    /// GETs `path` and decodes a 2xx JSON body; other statuses become [`ClientError::Api`].
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let (status, body) = self.request(Method::GET, path).await?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&body)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+            return Err(ClientError::Api {
+                status: status.as_u16(),
+                message,
+            });
+        }
+        serde_json::from_slice(&body).map_err(|e| ClientError::Decode {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// `GET /v1/node`.
+    pub async fn node(&self) -> Result<NodeSample, ClientError> {
+        self.get("/v1/node").await
+    }
+
+    /// `GET /v1/workloads[?kind=]`.
+    pub async fn workloads(&self, kind: Option<WorkloadKind>) -> Result<WorkloadList, ClientError> {
+        match kind {
+            None => self.get("/v1/workloads").await,
+            Some(k) => {
+                let k = serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                self.get(&format!("/v1/workloads?kind={k}")).await
+            }
+        }
+    }
+
+    /// `GET /v1/workloads/{id}`.
+    pub async fn workload(&self, id: &str) -> Result<Workload, ClientError> {
+        self.get(&format!("/v1/workloads/{}", encode_id(id))).await
+    }
+
+    /// `GET /v1/capabilities`.
+    pub async fn capabilities(&self) -> Result<Capabilities, ClientError> {
+        self.get("/v1/capabilities").await
+    }
+
+    /// `GET /healthz`.
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.get("/healthz").await
+    }
+
+    /// `GET /v1/openapi.json`.
+    pub async fn openapi(&self) -> Result<serde_json::Value, ClientError> {
+        self.get("/v1/openapi.json").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_encoded() {
+        assert_eq!(encode_id("managed/web"), "managed/web");
+        assert_eq!(encode_id("managed/a b?"), "managed/a%20b%3F");
+    }
+}

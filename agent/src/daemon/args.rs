@@ -1,0 +1,79 @@
+//! Command line of `darosd`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::config::load::FlagValue;
+
+/// Command line of `darosd`. Every flag overrides the matching key of the
+/// configuration file and of `DAROS_<SECTION>_<KEY>` environment variables.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "darosd",
+    version,
+    about = "D-AROS node agent: samples the node and its workloads and serves them on a local socket",
+    after_help = "Configuration: /etc/daros/agent.toml (or --config / DAROS_CONFIG), DAROS_<SECTION>_<KEY> environment variables, then flags.\nExit status: 0 clean shutdown, 1 runtime error, 2 configuration error."
+)]
+pub struct DaemonArgs {
+    /// Configuration file (must exist when given).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Socket of the local API (api.socket).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<String>,
+    /// State directory (agent.data_dir).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<String>,
+    /// Managed cgroup root relative to each hierarchy (cgroup.managed_root).
+    #[arg(long, value_name = "NAME")]
+    pub managed_root: Option<String>,
+    /// Sampling interval such as 1s or 500ms (sensing.interval).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// Discovery interval (discovery.interval).
+    #[arg(long, value_name = "DURATION")]
+    pub discovery_interval: Option<String>,
+    /// Serve Prometheus /metrics on this TCP address (metrics.listen).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Log filter such as info or daros_agent=debug (agent.log_level).
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// Node name (agent.node_name).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Load and validate the configuration, print the effective one as TOML, exit.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+impl DaemonArgs {
+    /// The flags that set configuration keys.
+    pub fn flags(&self) -> Vec<FlagValue> {
+        let pairs: [(&'static str, &'static str, &Option<String>); 8] = [
+            ("api.socket", "--socket", &self.socket),
+            ("agent.data_dir", "--data-dir", &self.data_dir),
+            ("cgroup.managed_root", "--managed-root", &self.managed_root),
+            ("sensing.interval", "--interval", &self.interval),
+            (
+                "discovery.interval",
+                "--discovery-interval",
+                &self.discovery_interval,
+            ),
+            ("metrics.listen", "--metrics-listen", &self.metrics_listen),
+            ("agent.log_level", "--log-level", &self.log_level),
+            ("agent.node_name", "--node-name", &self.node_name),
+        ];
+        pairs
+            .into_iter()
+            .filter_map(|(key, flag, v)| {
+                v.as_ref().map(|v| FlagValue {
+                    key,
+                    flag,
+                    value: v.clone(),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,282 @@
+//! `darosd`: loads the configuration, prepares the managed cgroup root, probes
+//! the host, runs the sampler thread and serves the local API (and optionally
+//! Prometheus metrics) until SIGTERM/SIGINT.
+
+pub mod args;
+pub mod notify;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+use crate::api::{self, AppState};
+use crate::caps;
+use crate::cgroup::{AnyBackend, CgroupBackend, CgroupLayout, CgroupPath, ManagedRoot};
+use crate::config::{self, Config, ConfigError, LogFormat, Overrides};
+use crate::gpu::GpuCollector;
+use crate::metrics;
+use crate::model::caps::{Feature, ManagedRootCaps};
+use crate::model::node::AgentInfo;
+use crate::sensing::discovery::DiscoveryConfig;
+use crate::sensing::node::ProcPaths;
+use crate::sensing::{Latest, Sampler, SamplerConfig, SamplerHandle};
+use args::DaemonArgs;
+
+/// Errors that stop the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration is invalid (exit status 2).
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// Startup failed (exit status 1).
+    #[error("{0}")]
+    Startup(String),
+}
+
+impl DaemonError {
+    /// The process exit status.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DaemonError::Config(_) => 2,
+            DaemonError::Startup(_) => 1,
+        }
+    }
+}
+
+fn startup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DaemonError + '_ {
+    move |e| DaemonError::Startup(format!("{what}: {e}"))
+}
+
+fn init_logging(cfg: &Config) -> Result<(), DaemonError> {
+    let filter = EnvFilter::try_new(&cfg.agent.log_level)
+        .map_err(|e| ConfigError::invalid("agent.log_level", e.to_string()))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let res = match cfg.agent.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    // A subscriber may already exist when run inside tests; that is fine.
+    let _ = res;
+    Ok(())
+}
+
+/// Raises the descriptor soft limit to the hard limit (sampled files stay open).
+fn raise_nofile() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let cur = getrlimit(Resource::Nofile);
+    if cur.current != cur.maximum {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: cur.maximum,
+                maximum: cur.maximum,
+            },
+        );
+    }
+}
+
+fn ensure_data_dir(dir: &Path) -> Result<(), DaemonError> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(startup("creating agent.data_dir"))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+            .map_err(startup("chmod agent.data_dir"))?;
+    }
+    if !dir.is_dir() {
+        return Err(DaemonError::Startup(format!(
+            "agent.data_dir {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the daemon until it is asked to stop.
+pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
+    let cfg = config::load(&Overrides::from_process(args.config.clone(), args.flags()))?;
+    if args.check_config {
+        let text = toml::to_string_pretty(&cfg).map_err(startup("printing configuration"))?;
+        print!("{text}");
+        return Ok(());
+    }
+    init_logging(&cfg)?;
+    raise_nofile();
+    ensure_data_dir(&cfg.agent.data_dir)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("darosd")
+        .enable_all()
+        .build()
+        .map_err(startup("starting the async runtime"))?;
+    rt.block_on(serve(cfg))
+}
+
+async fn serve(cfg: Config) -> Result<(), DaemonError> {
+    let (listener, socket_guard) =
+        api::socket::bind(&cfg.api.socket, cfg.api.socket_group.as_deref())
+            .map_err(|e| DaemonError::Startup(e.to_string()))?;
+    let metrics_listener = match &cfg.metrics.listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| DaemonError::Startup(format!("metrics.listen {addr}: {e}")))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+
+    let layout = CgroupLayout::detect().map_err(startup("detecting cgroups"))?;
+    let backend = AnyBackend::from_layout(&layout).map_err(startup("cgroup backend"))?;
+    let gpu = if cfg.gpu.enabled {
+        GpuCollector::detect(cfg.gpu.library.as_deref())
+    } else {
+        GpuCollector::none("no GPU: collection disabled (gpu.enabled = false)")
+    };
+    let gpu_feature = if gpu.available() {
+        Feature::yes("NVML initialised")
+    } else {
+        Feature::no(gpu.reason().unwrap_or("no GPU"))
+    };
+    let managed_root = CgroupPath::new(&cfg.cgroup.managed_root)
+        .map_err(|e| ConfigError::invalid("cgroup.managed_root", e.to_string()))?;
+    let node_name = cfg.agent.node_name.clone().unwrap_or_else(|| {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    });
+    let interval = cfg.interval();
+    let sampler_cfg = SamplerConfig {
+        node_name,
+        discovery_interval: cfg.discovery.interval.0,
+        discovery: DiscoveryConfig {
+            managed_root: managed_root.clone(),
+            kubernetes: cfg.discovery.kubernetes,
+            kubepods_roots: cfg.discovery.kubepods_roots.clone(),
+            systemd: cfg.discovery.systemd,
+            systemd_unit_types: cfg.discovery.systemd_unit_types.clone(),
+            max_workloads: cfg.discovery.max_workloads,
+        },
+        exclude_devices: cfg.sensing.exclude_devices.clone(),
+        exclude_interfaces: cfg.sensing.exclude_interfaces.clone(),
+        agent: AgentInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            socket: cfg.api.socket.display().to_string(),
+            data_dir: cfg.agent.data_dir.display().to_string(),
+            managed_root: managed_root.to_string(),
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+            metrics_listen: metrics_addr.map(|a| a.to_string()),
+            ..AgentInfo::default()
+        },
+        paths: ProcPaths::default(),
+    };
+    let mut sampler = Sampler::new(sampler_cfg, backend.clone(), gpu)
+        .map_err(startup("opening node counters"))?;
+
+    let (notes, dirs) =
+        match ManagedRoot::ensure(backend.clone(), managed_root.clone(), &sampler.disks()) {
+            Ok(m) => {
+                for n in m.notes() {
+                    warn!(note = %n, "managed root degraded");
+                }
+                let dirs = backend
+                    .dirs(&managed_root)
+                    .into_iter()
+                    .map(|d| d.path.display().to_string())
+                    .collect();
+                (m.notes().to_vec(), dirs)
+            }
+            Err(e) => {
+                error!(error = %e, "cannot create the managed cgroup root; only observing");
+                (
+                    vec![format!("cannot create the managed root: {e}")],
+                    Vec::new(),
+                )
+            }
+        };
+    let mut caps = caps::probe(&layout, gpu_feature);
+    caps.cgroup.managed_root = Some(ManagedRootCaps {
+        path: managed_root.to_string(),
+        dirs,
+        notes,
+    });
+    for line in &caps.summary {
+        info!("{line}");
+    }
+
+    let first = sampler.tick();
+    let latest = Arc::new(Latest::new(first));
+    let handle = SamplerHandle::spawn(sampler, interval, Arc::clone(&latest))
+        .map_err(startup("starting the sampler"))?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let wait_stop = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let state = AppState {
+        latest: Arc::clone(&latest),
+        caps: Arc::new(caps),
+        interval,
+    };
+    let api_server = tokio::spawn(
+        axum::serve(listener, api::router(state))
+            .with_graceful_shutdown(wait_stop(stop_rx.clone()))
+            .into_future(),
+    );
+    let metrics_server = metrics_listener.map(|l| {
+        tokio::spawn(
+            axum::serve(l, metrics::router(Arc::clone(&latest)))
+                .with_graceful_shutdown(wait_stop(stop_rx.clone()))
+                .into_future(),
+        )
+    });
+    let watchdog = tokio::spawn(notify::watchdog(Arc::clone(&latest), interval));
+    info!(
+        socket = %cfg.api.socket.display(),
+        metrics = ?metrics_addr,
+        mode = %layout.mode,
+        managed_root = %managed_root,
+        "darosd ready"
+    );
+    notify::ready(&format!(
+        "sampling every {}, serving {}",
+        config::duration::format(interval),
+        cfg.api.socket.display()
+    ));
+
+    wait_for_signal().await?;
+    info!("shutting down");
+    notify::stopping();
+    let _ = stop_tx.send(true);
+    watchdog.abort();
+    let grace = Duration::from_secs(5);
+    if tokio::time::timeout(grace, api_server).await.is_err() {
+        warn!("API connections still open after {grace:?}; closing");
+    }
+    if let Some(m) = metrics_server {
+        let _ = tokio::time::timeout(grace, m).await;
+    }
+    handle.stop();
+    drop(socket_guard);
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<(), DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(startup("installing SIGTERM handler"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(startup("installing SIGINT handler"))?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

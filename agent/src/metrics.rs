@@ -1,0 +1,573 @@
+//! Prometheus `/metrics` on an optional TCP listener. Values are encoded from the
+//! latest snapshot at scrape time, so removed workloads disappear with it.
+//! Counters keep their kernel values; Prometheus computes rates and handles resets.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::model::PsiSample;
+use crate::sensing::{Latest, Snapshot};
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Encodes a snapshot as metric families.
+#[derive(Debug)]
+pub struct SnapshotCollector {
+    latest: Arc<Latest>,
+}
+
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    items: Vec<(Labels, f64)>,
+) -> fmt::Result {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, None, kind)?;
+    for (labels, v) in items {
+        if labels.is_empty() {
+            put(&mut m, kind, v)?;
+        } else {
+            put(&mut m.encode_family(&labels)?, kind, v)?;
+        }
+    }
+    Ok(())
+}
+
+fn put(
+    m: &mut prometheus_client::encoding::MetricEncoder<'_>,
+    kind: MetricType,
+    v: f64,
+) -> fmt::Result {
+    match kind {
+        MetricType::Counter => {
+            m.encode_counter::<prometheus_client::encoding::NoLabelSet, f64, f64>(&v, None)
+        }
+        _ => m.encode_gauge(&v),
+    }
+}
+
+fn psi_items(psi: &PsiSample, base: &Labels, avg: bool) -> Vec<(Labels, f64)> {
+    let mut out = Vec::new();
+    for (res, p) in [("cpu", &psi.cpu), ("memory", &psi.memory), ("io", &psi.io)] {
+        let Some(p) = p else { continue };
+        for (kind, line) in [("some", Some(p.some)), ("full", p.full)] {
+            let Some(l) = line else { continue };
+            let mut labels = base.clone();
+            labels.push(("resource", res.into()));
+            labels.push(("stall", kind.into()));
+            out.push((
+                labels,
+                if avg {
+                    l.avg10 / 100.0
+                } else {
+                    l.stalled_seconds_total
+                },
+            ));
+        }
+    }
+    out
+}
+
+/// Writes every metric of `snap` into `enc`.
+pub fn encode_snapshot(snap: &Snapshot, enc: &mut DescriptorEncoder) -> fmt::Result {
+    use MetricType::{Counter, Gauge};
+    let n = &snap.node;
+    let none = Labels::new;
+    family(
+        enc,
+        "daros_agent_info",
+        "Agent build and node name",
+        Gauge,
+        vec![(
+            vec![
+                ("version", n.agent.version.clone()),
+                ("node", n.node.clone()),
+                ("kernel", n.kernel.clone()),
+            ],
+            1.0,
+        )],
+    )?;
+    family(
+        enc,
+        "daros_agent_samples",
+        "Sampling ticks since start",
+        Counter,
+        vec![(none(), n.agent.samples_total as f64)],
+    )?;
+    family(
+        enc,
+        "daros_agent_sample_errors",
+        "Workload or node reads that failed",
+        Counter,
+        vec![(none(), n.agent.sample_errors_total as f64)],
+    )?;
+    family(
+        enc,
+        "daros_agent_sample_duration_seconds",
+        "Wall time of the last sampling tick",
+        Gauge,
+        vec![(none(), n.agent.last_sample_duration_us as f64 / 1e6)],
+    )?;
+    family(
+        enc,
+        "daros_agent_workloads",
+        "Workloads sampled",
+        Gauge,
+        vec![(none(), snap.workloads.len() as f64)],
+    )?;
+
+    family(
+        enc,
+        "daros_node_cpus",
+        "Online CPUs",
+        Gauge,
+        vec![(none(), f64::from(n.cpu.cpus))],
+    )?;
+    family(
+        enc,
+        "daros_node_cpu_seconds",
+        "CPU time by mode",
+        Counter,
+        vec![
+            (vec![("mode", "user".into())], n.cpu.user_seconds_total),
+            (vec![("mode", "system".into())], n.cpu.system_seconds_total),
+            (vec![("mode", "idle".into())], n.cpu.idle_seconds_total),
+            (vec![("mode", "iowait".into())], n.cpu.iowait_seconds_total),
+            (vec![("mode", "steal".into())], n.cpu.steal_seconds_total),
+        ],
+    )?;
+    family(
+        enc,
+        "daros_node_memory_total_bytes",
+        "Usable RAM",
+        Gauge,
+        vec![(none(), n.memory.total_bytes as f64)],
+    )?;
+    family(
+        enc,
+        "daros_node_memory_available_bytes",
+        "Memory available without swapping",
+        Gauge,
+        vec![(none(), n.memory.available_bytes as f64)],
+    )?;
+    family(
+        enc,
+        "daros_node_memory_cached_bytes",
+        "Page cache",
+        Gauge,
+        vec![(none(), n.memory.cached_bytes as f64)],
+    )?;
+    let disk = |f: fn(&crate::model::node::DiskSample) -> f64| -> Vec<(Labels, f64)> {
+        n.disks
+            .iter()
+            .map(|d| (vec![("device", d.device.clone())], f(d)))
+            .collect()
+    };
+    family(
+        enc,
+        "daros_node_disk_read_bytes",
+        "Bytes read from the device",
+        Counter,
+        disk(|d| d.read_bytes_total as f64),
+    )?;
+    family(
+        enc,
+        "daros_node_disk_written_bytes",
+        "Bytes written to the device",
+        Counter,
+        disk(|d| d.write_bytes_total as f64),
+    )?;
+    family(
+        enc,
+        "daros_node_disk_reads_completed",
+        "Reads completed",
+        Counter,
+        disk(|d| d.reads_total as f64),
+    )?;
+    family(
+        enc,
+        "daros_node_disk_writes_completed",
+        "Writes completed",
+        Counter,
+        disk(|d| d.writes_total as f64),
+    )?;
+    family(
+        enc,
+        "daros_node_disk_io_time_seconds",
+        "Time the device was busy",
+        Counter,
+        disk(|d| d.io_time_seconds_total),
+    )?;
+    let net = |f: fn(&crate::model::node::NetSample) -> u64| -> Vec<(Labels, f64)> {
+        n.network
+            .iter()
+            .map(|i| (vec![("interface", i.interface.clone())], f(i) as f64))
+            .collect()
+    };
+    family(
+        enc,
+        "daros_node_network_receive_bytes",
+        "Bytes received",
+        Counter,
+        net(|i| i.rx_bytes_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_transmit_bytes",
+        "Bytes sent",
+        Counter,
+        net(|i| i.tx_bytes_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_receive_packets",
+        "Packets received",
+        Counter,
+        net(|i| i.rx_packets_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_transmit_packets",
+        "Packets sent",
+        Counter,
+        net(|i| i.tx_packets_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_receive_errors",
+        "Receive errors",
+        Counter,
+        net(|i| i.rx_errors_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_transmit_errors",
+        "Transmit errors",
+        Counter,
+        net(|i| i.tx_errors_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_receive_drops",
+        "Received packets dropped",
+        Counter,
+        net(|i| i.rx_dropped_total),
+    )?;
+    family(
+        enc,
+        "daros_node_network_transmit_drops",
+        "Sent packets dropped",
+        Counter,
+        net(|i| i.tx_dropped_total),
+    )?;
+    if let Some(psi) = &n.psi {
+        family(
+            enc,
+            "daros_node_pressure_stalled_seconds",
+            "Time stalled on a resource (PSI total)",
+            Counter,
+            psi_items(psi, &none(), false),
+        )?;
+        family(
+            enc,
+            "daros_node_pressure_avg10_ratio",
+            "Share of the last 10s stalled (PSI avg10)",
+            Gauge,
+            psi_items(psi, &none(), true),
+        )?;
+    }
+    family(
+        enc,
+        "daros_gpu_available",
+        "1 when NVML reports GPUs",
+        Gauge,
+        vec![(none(), if n.gpu.available { 1.0 } else { 0.0 })],
+    )?;
+    let gpu = |f: fn(&crate::model::gpu::GpuDevice) -> Option<f64>| -> Vec<(Labels, f64)> {
+        n.gpu
+            .devices
+            .iter()
+            .filter_map(|d| {
+                f(d).map(|v| {
+                    (
+                        vec![("gpu", d.index.to_string()), ("uuid", d.uuid.clone())],
+                        v,
+                    )
+                })
+            })
+            .collect()
+    };
+    family(
+        enc,
+        "daros_gpu_utilization_ratio",
+        "Share of time a kernel ran",
+        Gauge,
+        gpu(|d| d.utilization_gpu_percent.map(|v| f64::from(v) / 100.0)),
+    )?;
+    family(
+        enc,
+        "daros_gpu_memory_used_bytes",
+        "Allocated device memory",
+        Gauge,
+        gpu(|d| d.memory_used_bytes.map(|v| v as f64)),
+    )?;
+    family(
+        enc,
+        "daros_gpu_memory_total_bytes",
+        "Installed device memory",
+        Gauge,
+        gpu(|d| d.memory_total_bytes.map(|v| v as f64)),
+    )?;
+    family(
+        enc,
+        "daros_gpu_power_watts",
+        "Power draw",
+        Gauge,
+        gpu(|d| d.power_watts),
+    )?;
+    family(
+        enc,
+        "daros_gpu_temperature_celsius",
+        "GPU temperature",
+        Gauge,
+        gpu(|d| d.temperature_celsius.map(f64::from)),
+    )?;
+
+    let wl = |w: &crate::model::Workload| -> Labels {
+        vec![("workload", w.id.clone()), ("kind", w.kind.as_str().into())]
+    };
+    let per = |f: &dyn Fn(&crate::model::Workload) -> Option<f64>| -> Vec<(Labels, f64)> {
+        snap.workloads
+            .iter()
+            .filter_map(|w| f(w).map(|v| (wl(w), v)))
+            .collect()
+    };
+    family(
+        enc,
+        "daros_workload_cpu_usage_seconds",
+        "CPU time consumed",
+        Counter,
+        per(&|w| w.sample.cpu.as_ref().map(|c| c.usage_seconds_total)),
+    )?;
+    family(
+        enc,
+        "daros_workload_cpu_usage_cores",
+        "CPUs used over the last interval",
+        Gauge,
+        per(&|w| w.sample.cpu.as_ref().and_then(|c| c.usage_cores)),
+    )?;
+    family(
+        enc,
+        "daros_workload_cpu_periods",
+        "CFS enforcement periods",
+        Counter,
+        per(&|w| {
+            w.sample
+                .cpu
+                .as_ref()
+                .and_then(|c| c.throttling.as_ref())
+                .map(|t| t.periods_total as f64)
+        }),
+    )?;
+    family(
+        enc,
+        "daros_workload_cpu_throttled_periods",
+        "CFS periods throttled",
+        Counter,
+        per(&|w| {
+            w.sample
+                .cpu
+                .as_ref()
+                .and_then(|c| c.throttling.as_ref())
+                .map(|t| t.throttled_periods_total as f64)
+        }),
+    )?;
+    family(
+        enc,
+        "daros_workload_cpu_throttled_seconds",
+        "Time throttled by CFS bandwidth",
+        Counter,
+        per(&|w| {
+            w.sample
+                .cpu
+                .as_ref()
+                .and_then(|c| c.throttling.as_ref())
+                .map(|t| t.throttled_seconds_total)
+        }),
+    )?;
+    family(
+        enc,
+        "daros_workload_memory_bytes",
+        "Memory charged to the cgroup",
+        Gauge,
+        per(&|w| w.sample.memory.as_ref().map(|m| m.current_bytes as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_memory_anon_bytes",
+        "Anonymous memory",
+        Gauge,
+        per(&|w| w.sample.memory.as_ref().map(|m| m.anon_bytes as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_memory_file_bytes",
+        "Page cache",
+        Gauge,
+        per(&|w| w.sample.memory.as_ref().map(|m| m.file_bytes as f64)),
+    )?;
+    let mut events = Vec::new();
+    for w in &snap.workloads {
+        let Some(m) = &w.sample.memory else { continue };
+        for (ev, v) in [
+            ("low", m.events.low),
+            ("high", m.events.high),
+            ("max", m.events.max),
+            ("oom", m.events.oom),
+            ("oom_kill", m.events.oom_kill),
+        ] {
+            if let Some(v) = v {
+                let mut l = wl(w);
+                l.push(("event", ev.into()));
+                events.push((l, v as f64));
+            }
+        }
+    }
+    family(
+        enc,
+        "daros_workload_memory_events",
+        "Memory events (v1: max = failcnt)",
+        Counter,
+        events,
+    )?;
+    let io = |f: fn(&crate::model::workload::IoDeviceSample) -> u64| -> Vec<(Labels, f64)> {
+        let mut out = Vec::new();
+        for w in &snap.workloads {
+            for d in w.sample.io.iter().flatten() {
+                let mut l = wl(w);
+                l.push(("device", d.device.clone().unwrap_or_else(|| d.dev.clone())));
+                out.push((l, f(d) as f64));
+            }
+        }
+        out
+    };
+    family(
+        enc,
+        "daros_workload_io_read_bytes",
+        "Bytes read",
+        Counter,
+        io(|d| d.read_bytes_total),
+    )?;
+    family(
+        enc,
+        "daros_workload_io_written_bytes",
+        "Bytes written",
+        Counter,
+        io(|d| d.write_bytes_total),
+    )?;
+    family(
+        enc,
+        "daros_workload_io_reads",
+        "Read operations",
+        Counter,
+        io(|d| d.reads_total),
+    )?;
+    family(
+        enc,
+        "daros_workload_io_writes",
+        "Write operations",
+        Counter,
+        io(|d| d.writes_total),
+    )?;
+    family(
+        enc,
+        "daros_workload_pids",
+        "Tasks in the cgroup",
+        Gauge,
+        per(&|w| w.sample.pids.map(|p| p as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_gpu_memory_bytes",
+        "GPU memory held by the workload's processes",
+        Gauge,
+        per(&|w| w.sample.gpu_memory_bytes.map(|b| b as f64)),
+    )?;
+    let mut stalled = Vec::new();
+    let mut avg = Vec::new();
+    for w in &snap.workloads {
+        stalled.extend(psi_items(&w.sample.psi, &wl(w), false));
+        avg.extend(psi_items(&w.sample.psi, &wl(w), true));
+    }
+    family(
+        enc,
+        "daros_workload_pressure_stalled_seconds",
+        "Time stalled on a resource (PSI total)",
+        Counter,
+        stalled,
+    )?;
+    family(
+        enc,
+        "daros_workload_pressure_avg10_ratio",
+        "Share of the last 10s stalled (PSI avg10)",
+        Gauge,
+        avg,
+    )?;
+    Ok(())
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        encode_snapshot(&self.latest.get(), &mut enc)
+    }
+}
+
+/// A registry holding the snapshot collector.
+pub fn registry(latest: Arc<Latest>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(SnapshotCollector { latest }));
+    r
+}
+
+/// Renders the registry in the OpenMetrics text format.
+pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
+    let mut out = String::with_capacity(64 * 1024);
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+async fn metrics(State(reg): State<Arc<Registry>>) -> Response {
+    match render(&reg) {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
+    }
+}
+
+/// The router of the metrics listener (`GET /metrics`).
+pub fn router(latest: Arc<Latest>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "only /metrics is served here\n") })
+        .with_state(Arc::new(registry(latest)))
+}
