@@ -550,14 +550,62 @@ pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
     Ok(out)
 }
 
-async fn metrics(State(reg): State<Arc<Registry>>) -> Response {
+/// Converts OpenMetrics text into the classic Prometheus text format (0.0.4):
+/// counter families are named with their `_total` suffix and `# EOF` is dropped.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut pending_help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            if let Some(h) = pending_help.take() {
+                out.push_str(h);
+                out.push('\n');
+            }
+            pending_help = Some(line);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = if kind == "counter" && !name.ends_with("_total") {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            if let Some(h) = pending_help.take() {
+                let text = h.splitn(4, ' ').nth(3).unwrap_or("");
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Content type of OpenMetrics text.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of the classic Prometheus text format.
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves OpenMetrics to clients that ask for it (Prometheus does), the classic
+/// text format to everyone else (curl, promtool).
+async fn metrics(State(reg): State<Arc<Registry>>, headers: axum::http::HeaderMap) -> Response {
+    let wants_openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
     match render(&reg) {
+        Ok(body) if wants_openmetrics => {
+            ([(header::CONTENT_TYPE, OPENMETRICS)], body).into_response()
+        }
         Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
+            [(header::CONTENT_TYPE, PROMETHEUS_TEXT)],
+            to_prometheus_text(&body),
         )
             .into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
@@ -570,4 +618,18 @@ pub fn router(latest: Arc<Latest>) -> Router {
         .route("/metrics", get(metrics))
         .fallback(|| async { (StatusCode::NOT_FOUND, "only /metrics is served here\n") })
         .with_state(Arc::new(registry(latest)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_get_total_names_in_prometheus_text() {
+        let om = "# HELP a_seconds CPU time.\n# TYPE a_seconds counter\na_seconds_total{x=\"1\"} 2.0\n# HELP b Gauge.\n# TYPE b gauge\nb 1.0\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP a_seconds_total CPU time.\n# TYPE a_seconds_total counter\na_seconds_total{x=\"1\"} 2.0\n# HELP b Gauge.\n# TYPE b gauge\nb 1.0\n"
+        );
+    }
 }

@@ -11,8 +11,8 @@ use crate::daemon::args::DaemonArgs;
 /// Arguments of `darosctl man`.
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {
-    /// Write darosctl.1, one page per subcommand and darosd.8 into this directory
-    /// instead of printing darosctl.1.
+    /// Write man1/darosctl.1 (one page per subcommand too) and man8/darosd.8 under
+    /// this directory instead of printing darosctl.1.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }
@@ -27,16 +27,25 @@ pub fn run(a: ManArgs, out: &mut impl Write) -> Result<(), CliError> {
                 .map_err(io)?;
         }
         Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(io)?;
-            clap_mangen::generate_to(Cli::command(), &dir).map_err(io)?;
-            let daemon = DaemonArgs::command();
+            // The conventional layout, installable as is under /usr/share/man.
+            let man1 = dir.join("man1");
+            let man8 = dir.join("man8");
+            std::fs::create_dir_all(&man1).map_err(io)?;
+            std::fs::create_dir_all(&man8).map_err(io)?;
+            clap_mangen::generate_to(Cli::command(), &man1).map_err(io)?;
             let mut buf = Vec::new();
-            clap_mangen::Man::new(daemon)
+            clap_mangen::Man::new(DaemonArgs::command())
                 .section("8")
                 .render(&mut buf)
                 .map_err(io)?;
-            std::fs::write(dir.join("darosd.8"), buf).map_err(io)?;
-            writeln!(out, "wrote man pages to {}", dir.display()).map_err(io)?;
+            std::fs::write(man8.join("darosd.8"), buf).map_err(io)?;
+            writeln!(
+                out,
+                "wrote man pages to {}/man1 and {}/man8",
+                dir.display(),
+                dir.display()
+            )
+            .map_err(io)?;
         }
     }
     Ok(())

@@ -1,0 +1,305 @@
+//! Shared helpers for the agent's integration tests: a managed cgroup root named
+//! `daros-test-*` that is removed (with every process in it) even when a test
+//! fails, processes started inside a workload cgroup, and condition waits.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use daros_agent::cgroup::{AnyBackend, CgroupBackend, CgroupPath, ManagedRoot};
+use daros_agent::sensing::devices::whole_disks;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A unique name `daros-test-<tag>-<pid>-<n>`.
+pub fn unique_name(tag: &str) -> String {
+    format!(
+        "daros-test-{tag}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A managed root for one test; dropping it kills its processes and removes it.
+pub struct TestRoot {
+    pub root: ManagedRoot,
+}
+
+impl TestRoot {
+    pub fn new(tag: &str) -> Self {
+        let backend = AnyBackend::detect().expect("cgroups mounted");
+        let disks: Vec<(u32, u32)> = whole_disks(
+            Path::new("/sys/block"),
+            &["loop".into(), "ram".into(), "zram".into()],
+        )
+        .into_iter()
+        .map(|d| (d.major, d.minor))
+        .collect();
+        let root =
+            ManagedRoot::ensure(backend, CgroupPath::new(&unique_name(tag)).unwrap(), &disks)
+                .expect("create test managed root (tests need root)");
+        TestRoot { root }
+    }
+
+    pub fn name(&self) -> &str {
+        self.root.path().as_str()
+    }
+
+    pub fn backend(&self) -> &AnyBackend {
+        self.root.backend()
+    }
+
+    /// Creates workload `name` and returns its path.
+    pub fn workload(&self, name: &str) -> CgroupPath {
+        self.root
+            .create_workload(name)
+            .expect("create workload cgroup")
+    }
+
+    /// Starts `sh -c script` inside workload `name`: the shell waits for a line on
+    /// stdin, so the work only begins once the process sits in the cgroup.
+    pub fn spawn(&self, name: &str, script: &str) -> Proc {
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("read _ ; exec sh -c '{script}'"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        self.root
+            .move_pid(name, child.id())
+            .expect("move pid into workload");
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        Proc { child }
+    }
+
+    fn kill_all(&self, cg: &CgroupPath) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids = self.backend().procs(cg).unwrap_or_default();
+            if pids.is_empty() || Instant::now() > deadline {
+                return;
+            }
+            for p in pids {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(p as i32).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestRoot {
+    fn drop(&mut self) {
+        for w in self.root.workloads().unwrap_or_default() {
+            let cg = self.root.workload(&w).unwrap();
+            self.kill_all(&cg);
+            // rmdir can race with the exit of the last task: retry briefly.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while self.root.remove_workload(&w).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill_all(self.root.path());
+        if let Err(e) = self.root.remove_root() {
+            eprintln!("warning: leaving test cgroup {}: {e}", self.root.path());
+        }
+    }
+}
+
+/// A process group started by [`TestRoot::spawn`]; killed on drop.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = rustix::process::kill_process_group(
+            rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `f` until it returns `Some` or the deadline passes.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A directory on a real block device for IO tests (`DAROS_TEST_IO_DIR` first),
+/// or `None` when only virtual filesystems are writable.
+pub fn block_backed_dir() -> Option<PathBuf> {
+    let candidates = std::env::var_os("DAROS_TEST_IO_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+            PathBuf::from("/var/tmp"),
+            PathBuf::from("/tmp"),
+        ]);
+    for c in candidates {
+        if let Ok(st) = rustix::fs::stat(&c)
+            && rustix::fs::major(st.st_dev) != 0
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// A sampler over the test root only (no Kubernetes/systemd discovery), with
+/// discovery on every tick.
+pub fn sampler(t: &TestRoot, gpu: daros_agent::gpu::GpuCollector) -> daros_agent::sensing::Sampler {
+    use daros_agent::sensing::discovery::DiscoveryConfig;
+    use daros_agent::sensing::node::ProcPaths;
+    use daros_agent::sensing::{Sampler, SamplerConfig};
+    let cfg = SamplerConfig {
+        node_name: "test".into(),
+        discovery_interval: Duration::ZERO,
+        discovery: DiscoveryConfig {
+            managed_root: t.root.path().clone(),
+            kubernetes: false,
+            kubepods_roots: vec![],
+            systemd: false,
+            systemd_unit_types: vec![],
+            max_workloads: 1000,
+        },
+        exclude_devices: vec!["loop".into(), "ram".into(), "zram".into()],
+        exclude_interfaces: vec![],
+        agent: Default::default(),
+        paths: ProcPaths::default(),
+    };
+    Sampler::new(cfg, t.backend().clone(), gpu).expect("sampler")
+}
+
+/// A running `darosd` (the built binary) with its own socket, data dir and
+/// managed root; killed on drop if the test did not stop it.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts darosd with `extra` arguments and environment.
+    pub fn start(managed_root: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/agent.sock");
+        let log = dir.path().join("darosd.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
+        for (k, _) in std::env::vars().filter(|(k, _)| {
+            k.starts_with("DAROS_") || k == "NOTIFY_SOCKET" || k.starts_with("WATCHDOG_")
+        }) {
+            cmd.env_remove(k);
+        }
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--managed-root")
+            .arg(managed_root)
+            .args([
+                "--interval",
+                "200ms",
+                "--discovery-interval",
+                "1s",
+                "--log-level",
+                "info",
+            ])
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = cmd.spawn().expect("spawn darosd");
+        let d = Daemon {
+            child,
+            dir,
+            socket,
+            log,
+        };
+        wait_for("darosd socket", Duration::from_secs(30), || {
+            std::os::unix::net::UnixStream::connect(&d.socket)
+                .ok()
+                .map(|_| ())
+        });
+        d
+    }
+
+    pub fn client(&self) -> daros_agent::client::Client {
+        daros_agent::client::Client::new(&self.socket)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "darosd did not stop after SIGTERM:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `darosctl --socket <socket> args...`.
+pub fn darosctl(socket: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosctl"));
+    cmd.env_remove("DAROS_API_SOCKET")
+        .arg("--socket")
+        .arg(socket)
+        .args(args);
+    cmd.output().expect("run darosctl")
+}
