@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 pub const KERNEL_CMDLINE: &str = "console=ttyS0 rdinit=/init quiet loglevel=1 panic=-1 reboot=t oops=panic \
      mitigations=off tsc=reliable psi=1 cgroup_no_v1=all";
 
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
 /// At most this much console output is kept in memory (the rest is still streamed).
 pub const CONSOLE_KEEP_BYTES: usize = 16 << 20;
 
@@ -163,7 +165,9 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-/// Runs QEMU to completion or `timeout`, copying the console to `sink` as it arrives.
+/// Runs QEMU to completion or `timeout`, copying the console to `sink` as it arrives
+/// and calling `poll` with the sink about every 50 ms and once at the end (the runner
+/// streams the programs' output files from there).
 ///
 /// QEMU gets SIGKILL if this thread's process dies (`PR_SET_PDEATHSIG`), on timeout,
 /// and when this function returns early for any reason.
@@ -171,6 +175,7 @@ pub fn run(
     mut cmd: Command,
     timeout: Duration,
     sink: &mut dyn Write,
+    poll: &mut dyn FnMut(&mut dyn Write),
 ) -> Result<QemuRun, QemuError> {
     let program = PathBuf::from(cmd.get_program());
     cmd.stdin(Stdio::null())
@@ -215,9 +220,14 @@ pub fn run(
     };
     let deadline = start + timeout;
     let mut open = true;
+    let mut polled = Instant::now();
     let end = loop {
+        if polled.elapsed() >= POLL_EVERY {
+            poll(sink);
+            polled = Instant::now();
+        }
         if open {
-            match rx.recv_timeout(Duration::from_millis(50)) {
+            match rx.recv_timeout(POLL_EVERY) {
                 Ok(chunk) => keep(&chunk, sink),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
@@ -241,6 +251,7 @@ pub fn run(
     for chunk in rx.try_iter() {
         keep(&chunk, sink);
     }
+    poll(sink);
     let stderr = err_reader.join().unwrap_or_default();
     Ok(QemuRun {
         end,
@@ -299,7 +310,7 @@ mod tests {
         cmd.args(["-c", "echo started; exec sleep 600"]);
         let mut sink = Vec::new();
         let t0 = Instant::now();
-        let run = run(cmd, Duration::from_millis(600), &mut sink).unwrap();
+        let run = run(cmd, Duration::from_millis(600), &mut sink, &mut |_| {}).unwrap();
         assert_eq!(run.end, VmEnd::TimedOut);
         assert!(t0.elapsed() < Duration::from_secs(10));
         assert_eq!(sink, b"started\n");
@@ -314,7 +325,15 @@ mod tests {
     fn exit_status_and_stderr_come_back() {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let run = run(cmd, Duration::from_secs(30), &mut std::io::sink()).unwrap();
+        let mut polls = 0;
+        let run = run(
+            cmd,
+            Duration::from_secs(30),
+            &mut std::io::sink(),
+            &mut |_| polls += 1,
+        )
+        .unwrap();
+        assert!(polls >= 1, "the final poll always happens");
         assert!(matches!(run.end, VmEnd::Exited(s) if s.code() == Some(3)));
         assert_eq!(run.console, b"out\n");
         assert_eq!(run.stderr, "err\n");
@@ -326,6 +345,7 @@ mod tests {
             Command::new("/daros-test-no-such-qemu"),
             Duration::from_secs(1),
             &mut std::io::sink(),
+            &mut |_| {},
         )
         .unwrap_err();
         assert!(

@@ -55,6 +55,37 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
     }
 }
 
+const JOB_DIR_PREFIX: &str = "daros-vm-job-";
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes job directories under `parent` whose runner process is gone (it was killed,
+/// e.g. by Ctrl-C, before it could clean up). Kept directories have no owner file.
+pub fn sweep_stale_job_dirs(parent: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let is_job = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(JOB_DIR_PREFIX));
+        let owner = std::fs::read_to_string(path.join(".vm").join(OWNER_FILE));
+        let Some(pid) = owner.ok().and_then(|p| p.trim().parse::<u32>().ok()) else {
+            continue;
+        };
+        if is_job
+            && !Path::new(&format!("/proc/{pid}")).exists()
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            tracing::info!(dir = %path.display(), pid, "removed a job directory left by a killed run");
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Size and limits of the VM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmOptions {
@@ -220,12 +251,15 @@ impl Vm {
             .job_parent
             .clone()
             .unwrap_or_else(std::env::temp_dir);
+        sweep_stale_job_dirs(&parent);
         let dir = tempfile::Builder::new()
-            .prefix("daros-vm-job-")
+            .prefix(JOB_DIR_PREFIX)
             .tempdir_in(&parent)
             .map_err(io(&parent))?;
         let vm_dir = dir.path().join(".vm");
         std::fs::create_dir(&vm_dir).map_err(io(&vm_dir))?;
+        let owner = vm_dir.join(OWNER_FILE);
+        std::fs::write(&owner, std::process::id().to_string()).map_err(io(&owner))?;
 
         let script = job::script(commands, self.options.disk_mib.is_some())?;
         let script_path = vm_dir.join("job.sh");
@@ -253,7 +287,13 @@ impl Vm {
             cpus: self.options.cpus,
         };
         tracing::debug!(job = %dir.path().display(), "starting qemu");
-        let run = qemu::run(config.command(), self.options.timeout, console)?;
+        let mut follower = job::OutputFollower::new(dir.path(), commands);
+        let mut follow = |sink: &mut dyn Write| {
+            if let Err(e) = follower.poll(sink) {
+                tracing::warn!(error = %e, "cannot stream program output");
+            }
+        };
+        let run = qemu::run(config.command(), self.options.timeout, console, &mut follow)?;
 
         let commands = job::read_results(dir.path(), commands)?;
         let dmesg = std::fs::read(vm_dir.join("dmesg"))
@@ -261,6 +301,8 @@ impl Vm {
             .map(|b| String::from_utf8_lossy(&b).into_owned());
         let guest_boot = job::read_boot_time(dir.path());
         let job_dir = if self.options.keep_job_dir {
+            // A kept directory has no owner, so no later sweep removes it.
+            let _ = std::fs::remove_file(&owner);
             Some(dir.keep())
         } else {
             drop(dir);
@@ -333,6 +375,27 @@ mod tests {
             job_dir: None,
             qemu_pid: 0,
         }
+    }
+
+    #[test]
+    fn only_job_dirs_of_dead_runners_are_swept() {
+        let parent = tempfile::tempdir().unwrap();
+        let make = |name: &str, owner: Option<&str>| {
+            let d = parent.path().join(name);
+            std::fs::create_dir_all(d.join(".vm")).unwrap();
+            if let Some(o) = owner {
+                std::fs::write(d.join(".vm").join(OWNER_FILE), o).unwrap();
+            }
+            d
+        };
+        // A pid that cannot exist (above pid_max's hard limit of 2^22).
+        let dead = make("daros-vm-job-dead", Some("4194305"));
+        let alive = make("daros-vm-job-alive", Some(&std::process::id().to_string()));
+        let kept = make("daros-vm-job-kept", None);
+        let other = make("someone-else", Some("4194305"));
+        assert_eq!(sweep_stale_job_dirs(parent.path()), 1);
+        assert!(!dead.exists());
+        assert!(alive.exists() && kept.exists() && other.exists());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `daros-vmtest`: runs programs and test binaries in a throwaway QEMU VM whose kernel
 //! has only cgroup v2. See `docs/vm-tests.md`.
 
+mod bench;
 mod cargo_test;
 mod guest_check;
 mod prepare;
@@ -29,6 +30,8 @@ enum Cmd {
     CargoTest(cargo_test::CargoTestArgs),
     /// Fetch and cache the guest kernel and build the initramfs (CI does this once).
     Prepare(prepare::PrepareArgs),
+    /// Boot the VM several times and print boot time and per-run overhead.
+    Bench(bench::BenchArgs),
     /// Boot the VM and run `guest-check` in it.
     Selftest(selftest::SelftestArgs),
     /// Inside the VM only: check what the guest provides (cgroup2, controllers, PSI, disk, bpffs).
@@ -49,6 +52,7 @@ fn main() {
         Cmd::CargoTest(a) => cargo_test::run(a),
         Cmd::Prepare(a) => prepare::run(a),
         Cmd::Selftest(a) => selftest::run(a),
+        Cmd::Bench(a) => bench::run(a),
         Cmd::GuestCheck => guest_check::run(),
     };
     match result {
