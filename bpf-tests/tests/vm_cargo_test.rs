@@ -5,6 +5,13 @@
 
 use std::process::Command;
 
+/// These tests boot the VM themselves: inside it they would nest QEMU under TCG.
+fn host_only() {
+    assert!(
+        std::env::var_os("DAROS_IN_VM").is_none(),
+        "this test boots the VM itself: run it on the host, not inside daros-vmtest"
+    );
+}
 fn assert_in_vm() {
     assert_eq!(
         std::env::var("DAROS_IN_VM").as_deref(),
@@ -43,6 +50,7 @@ fn guest_fails_when_asked() {
 
 #[test]
 fn cargo_test_runs_test_binaries_in_the_vm() {
+    host_only();
     let out = Command::new(env!("CARGO_BIN_EXE_daros-vmtest"))
         .args([
             "cargo-test",

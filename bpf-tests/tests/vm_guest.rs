@@ -8,8 +8,16 @@ use std::process::Command;
 
 use daros_bpf_tests::guest_check::CHECKS;
 
+/// These tests boot the VM themselves: inside it they would nest QEMU under TCG.
+fn host_only() {
+    assert!(
+        std::env::var_os("DAROS_IN_VM").is_none(),
+        "this test boots the VM itself: run it on the host, not inside daros-vmtest"
+    );
+}
 #[test]
 fn guest_provides_what_the_v2_tests_need() {
+    host_only();
     let out = Command::new(env!("CARGO_BIN_EXE_daros-vmtest"))
         .args(["selftest", "--timeout", "300"])
         .output()

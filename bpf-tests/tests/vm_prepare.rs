@@ -9,8 +9,16 @@ use daros_bpf_tests::vm::elf::Elf;
 use daros_bpf_tests::vm::modules::module_depends;
 use daros_bpf_tests::vm::{KernelCache, KernelSource};
 
+/// These tests fill the host's kernel cache (apt, network): the guest has neither.
+fn host_only() {
+    assert!(
+        std::env::var_os("DAROS_IN_VM").is_none(),
+        "this test prepares the host's kernel cache: run it on the host, not inside daros-vmtest"
+    );
+}
 #[test]
 fn prepared_kernel_is_bootable_elf_with_modules_in_dependency_order() {
+    host_only();
     let k = KernelCache::from_env()
         .prepare(&KernelSource::from_env())
         .unwrap();
@@ -58,6 +66,7 @@ fn prepared_kernel_is_bootable_elf_with_modules_in_dependency_order() {
 
 #[test]
 fn concurrent_prepares_agree_and_the_cli_reports_the_cache() {
+    host_only();
     let cli = || {
         Command::new(env!("CARGO_BIN_EXE_daros-vmtest"))
             .args(["prepare", "-o", "json"])

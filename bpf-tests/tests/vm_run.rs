@@ -6,6 +6,14 @@
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
+/// These tests boot the VM themselves: inside it they would nest QEMU under TCG.
+fn host_only() {
+    assert!(
+        std::env::var_os("DAROS_IN_VM").is_none(),
+        "this test boots the VM itself: run it on the host, not inside daros-vmtest"
+    );
+}
+
 /// One VM at a time: boots under TCG share two host cores with everything else.
 static VM: Mutex<()> = Mutex::new(());
 
@@ -35,6 +43,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn output_env_and_cwd_come_back_with_status_zero() {
+    host_only();
     let out = vmtest(&[
         "run",
         "--timeout",
@@ -67,6 +76,7 @@ fn output_env_and_cwd_come_back_with_status_zero() {
 
 #[test]
 fn a_failing_program_exit_status_comes_back() {
+    host_only();
     let out = vmtest(&[
         "run",
         "--timeout",
@@ -86,6 +96,7 @@ fn a_failing_program_exit_status_comes_back() {
 
 #[test]
 fn a_timeout_is_124_and_leaves_no_qemu_behind() {
+    host_only();
     let out = vmtest(&[
         "run",
         "--timeout",
@@ -115,6 +126,7 @@ fn a_timeout_is_124_and_leaves_no_qemu_behind() {
 
 #[test]
 fn a_guest_that_dies_without_a_status_is_125_with_the_reason() {
+    host_only();
     // sysrq 'c' crashes the kernel: oops=panic, panic=-1, -no-reboot end QEMU.
     let out = vmtest(&[
         "run",

@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 /// Run programs and test binaries in a pure cgroup-v2 VM (Debian kernel, QEMU TCG).
 #[derive(Parser)]
-#[command(name = "daros-vmtest", version, about)]
+#[command(name = "daros-vmtest", version)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -44,6 +44,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     let cli = Cli::parse();

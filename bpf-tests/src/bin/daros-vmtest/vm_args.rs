@@ -34,7 +34,7 @@ const PASS_ENV: &[&str] = &[
 #[derive(Debug, Args)]
 pub struct VmArgs {
     /// Whole-run limit in seconds, boot included; then the VM is killed and the exit code is 124.
-    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
     /// Guest memory, e.g. 1G, 512M (MiB if no suffix).
     #[arg(long, default_value = "1G", value_parser = parse_mem, value_name = "SIZE")]
