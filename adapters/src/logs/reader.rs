@@ -1,0 +1,228 @@
+//! The reading side of instance logs: the last N lines across rotated
+//! files, and a follower that keeps reading as lines are written and files
+//! rotate (it polls its open file every 100 ms and switches to the new
+//! `output.log` when the inode changes, after draining the old one).
+
+use super::writer::log_path;
+use super::{LogLine, decode};
+use futures::Stream;
+use std::collections::VecDeque;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How often a follower looks for new lines.
+pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
+
+// Enough for any rotation setting the shim accepts.
+const MAX_ROTATED: u32 = 1000;
+
+/// The last `tail` lines (all when `None`) of the log in `dir`, oldest
+/// first. A missing log reads as empty.
+pub fn read_tail(dir: &Path, tail: Option<usize>) -> io::Result<Vec<LogLine>> {
+    Ok(LogFollower::start(dir, tail)?.0)
+}
+
+/// Reads new log lines as they are written.
+#[derive(Debug)]
+pub struct LogFollower {
+    dir: PathBuf,
+    file: Option<File>,
+    ino: Option<u64>,
+    carry: Vec<u8>,
+}
+
+impl LogFollower {
+    /// The last `tail` lines (all when `None`) and a follower positioned
+    /// right after them.
+    pub fn start(dir: &Path, tail: Option<usize>) -> io::Result<(Vec<LogLine>, Self)> {
+        let mut me = Self {
+            dir: dir.to_path_buf(),
+            file: None,
+            ino: None,
+            carry: Vec::new(),
+        };
+        // Open the current file first: rotated files read after it are
+        // older, and one that is this very file (rotated meanwhile) is
+        // skipped.
+        me.open_current()?;
+        let current = me.read_available()?;
+        let mut lines: VecDeque<LogLine> = current.into();
+        let want = tail.unwrap_or(usize::MAX);
+        let mut n = 1;
+        while lines.len() < want && n < MAX_ROTATED {
+            let p = log_path(dir, n);
+            let data = match fs::read(&p) {
+                Ok(d) => d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) => return Err(e),
+            };
+            if me.ino.is_some() && fs::metadata(&p).map(|m| m.ino()).ok() == me.ino {
+                n += 1;
+                continue;
+            }
+            let older: Vec<LogLine> = data
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .filter_map(decode)
+                .collect();
+            for l in older.into_iter().rev() {
+                lines.push_front(l);
+            }
+            n += 1;
+        }
+        let skip = lines.len().saturating_sub(want);
+        Ok((lines.into_iter().skip(skip).collect(), me))
+    }
+
+    /// Lines written since the last call (possibly none); never blocks.
+    pub fn poll_once(&mut self) -> io::Result<Vec<LogLine>> {
+        let now_ino = match fs::metadata(log_path(&self.dir, 0)) {
+            Ok(m) => Some(m.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let mut out = self.read_available()?;
+        if now_ino.is_some() && now_ino != self.ino {
+            // Rotated (or created): the old file was drained just above.
+            self.carry.clear();
+            self.open_current()?;
+            out.extend(self.read_available()?);
+        }
+        Ok(out)
+    }
+
+    /// Waits for and returns the next lines.
+    pub async fn next_lines(&mut self) -> io::Result<Vec<LogLine>> {
+        loop {
+            let lines = self.poll_once()?;
+            if !lines.is_empty() {
+                return Ok(lines);
+            }
+            tokio::time::sleep(FOLLOW_INTERVAL).await;
+        }
+    }
+
+    /// The follower as a stream of lines.
+    pub fn into_stream(self) -> impl Stream<Item = io::Result<LogLine>> + Send + 'static {
+        futures::stream::unfold(
+            (self, VecDeque::<LogLine>::new()),
+            |(mut f, mut buf)| async move {
+                loop {
+                    if let Some(l) = buf.pop_front() {
+                        return Some((Ok(l), (f, buf)));
+                    }
+                    match f.next_lines().await {
+                        Ok(lines) => buf.extend(lines),
+                        Err(e) => return Some((Err(e), (f, buf))),
+                    }
+                }
+            },
+        )
+    }
+
+    fn open_current(&mut self) -> io::Result<()> {
+        match File::open(log_path(&self.dir, 0)) {
+            Ok(f) => {
+                self.ino = Some(f.metadata()?.ino());
+                self.file = Some(f);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.ino = None;
+                self.file = None;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    fn read_available(&mut self) -> io::Result<Vec<LogLine>> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let mut data = std::mem::take(&mut self.carry);
+        f.read_to_end(&mut data)?;
+        let complete = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        self.carry = data.split_off(complete);
+        Ok(data
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(decode)
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logs::{LogLimits, OutputStream, RotatingLog};
+
+    fn texts(lines: &[LogLine]) -> Vec<String> {
+        lines.iter().map(|l| l.text.clone()).collect()
+    }
+
+    #[test]
+    fn tail_spans_rotated_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = RotatingLog::open(
+            dir.path(),
+            LogLimits {
+                max_bytes: 1024,
+                max_files: 4,
+            },
+        )
+        .unwrap();
+        for i in 0..60 {
+            log.write(OutputStream::Stdout, format!("l{i}\n").as_bytes(), 1)
+                .unwrap();
+        }
+        assert!(log_path(dir.path(), 1).exists(), "rotated at least once");
+        let last = read_tail(dir.path(), Some(25)).unwrap();
+        let want: Vec<String> = (35..60).map(|i| format!("l{i}")).collect();
+        assert_eq!(texts(&last), want);
+        assert_eq!(read_tail(dir.path(), None).unwrap().len(), 60);
+        assert!(
+            read_tail(&dir.path().join("none"), Some(5))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn follower_sees_new_lines_across_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = LogLimits {
+            max_bytes: 1024,
+            max_files: 3,
+        };
+        let mut log = RotatingLog::open(dir.path(), limits).unwrap();
+        log.write(OutputStream::Stdout, b"before\n", 1).unwrap();
+        let (tail, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
+        assert_eq!(texts(&tail), ["before"]);
+        assert!(f.poll_once().unwrap().is_empty());
+        let mut seen = Vec::new();
+        for i in 0..100 {
+            log.write(OutputStream::Stderr, format!("n{i}\n").as_bytes(), 2)
+                .unwrap();
+            if i % 7 == 0 {
+                seen.extend(texts(&f.poll_once().unwrap()));
+            }
+        }
+        seen.extend(texts(&f.poll_once().unwrap()));
+        let want: Vec<String> = (0..100).map(|i| format!("n{i}")).collect();
+        assert_eq!(seen, want, "every line once, in order, across rotations");
+    }
+
+    #[test]
+    fn follower_waits_for_a_log_that_does_not_exist_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tail, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
+        assert!(tail.is_empty());
+        assert!(f.poll_once().unwrap().is_empty());
+        let mut log = RotatingLog::open(dir.path(), LogLimits::default()).unwrap();
+        log.write(OutputStream::Stdout, b"first\n", 1).unwrap();
+        assert_eq!(texts(&f.poll_once().unwrap()), ["first"]);
+    }
+}
