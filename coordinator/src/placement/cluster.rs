@@ -32,6 +32,32 @@ pub struct Placed {
     pub demand: Demand,
 }
 
+/// What is allocated on a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Sum of requests.
+    pub alloc: ResVec,
+    /// Sum of reservations.
+    pub reserved: ResVec,
+    /// Sum of network reservations (egress, ingress).
+    pub net_reserved: (u64, u64),
+}
+
+impl Usage {
+    /// Usage without `d`.
+    #[must_use]
+    pub fn without(self, d: &Demand) -> Usage {
+        Usage {
+            alloc: self.alloc.minus(d.request),
+            reserved: self.reserved.minus(d.reserve),
+            net_reserved: (
+                self.net_reserved.0.saturating_sub(d.net_reserve.0),
+                self.net_reserved.1.saturating_sub(d.net_reserve.1),
+            ),
+        }
+    }
+}
+
 /// A node with what is allocated on it.
 #[derive(Debug, Clone)]
 pub struct NodeState {
@@ -80,24 +106,38 @@ impl NodeState {
             .map_or(0, |(_, c)| *c)
     }
 
+    /// What is allocated on the node.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            alloc: self.alloc,
+            reserved: self.reserved,
+            net_reserved: self.net_reserved,
+        }
+    }
+
     /// Whether `d` fits at overcommit `ratio`; the first failing reason.
     pub fn fit(&self, d: &Demand, ratio: Ratio) -> Result<(), RejectReason> {
+        self.fit_with(self.usage(), d, ratio)
+    }
+
+    /// Whether `d` fits if the node's usage were `u`.
+    pub fn fit_with(&self, u: Usage, d: &Demand, ratio: Ratio) -> Result<(), RejectReason> {
         if !self.spec.schedulable {
             return Err(RejectReason::Unschedulable);
         }
         if !self.spec.supports(&d.runtime) {
             return Err(RejectReason::IncompatibleRuntime);
         }
-        if self.alloc.cpu.saturating_add(d.request.cpu) > ratio.apply(self.cap.cpu) {
+        if u.alloc.cpu.saturating_add(d.request.cpu) > ratio.apply(self.cap.cpu) {
             return Err(RejectReason::InsufficientCpu);
         }
-        if self.alloc.memory.saturating_add(d.request.memory) > self.cap.memory {
+        if u.alloc.memory.saturating_add(d.request.memory) > self.cap.memory {
             return Err(RejectReason::InsufficientMemory);
         }
-        if self.alloc.gpu.saturating_add(d.request.gpu) > self.cap.gpu {
+        if u.alloc.gpu.saturating_add(d.request.gpu) > self.cap.gpu {
             return Err(RejectReason::InsufficientGpu);
         }
-        if !self.reserved.plus(d.reserve).fits_in(self.cap) {
+        if !u.reserved.plus(d.reserve).fits_in(self.cap) {
             return Err(RejectReason::ReservationCapacity);
         }
         let link = |cap: Option<u64>, used: u64, ask: u64| {
@@ -105,8 +145,8 @@ impl NodeState {
         };
         let egress = self.spec.capacity.network_egress.map(|b| b.get());
         let ingress = self.spec.capacity.network_ingress.map(|b| b.get());
-        if !link(egress, self.net_reserved.0, d.net_reserve.0)
-            || !link(ingress, self.net_reserved.1, d.net_reserve.1)
+        if !link(egress, u.net_reserved.0, d.net_reserve.0)
+            || !link(ingress, u.net_reserved.1, d.net_reserve.1)
         {
             return Err(RejectReason::NetworkReservation);
         }

@@ -13,7 +13,7 @@ pub mod sla;
 pub mod spread;
 pub mod strategy;
 
-pub use cluster::{Cluster, NodeIdx, NodeState, Placed, PoolState};
+pub use cluster::{Cluster, NodeIdx, NodeState, Placed, PoolState, Usage};
 pub use engine::{SearchParams, SpreadNeed, place_one};
 pub use record::{Candidate, PlacementRecord, RejectCounts, RejectReason};
 pub use resources::{Demand, ResVec};

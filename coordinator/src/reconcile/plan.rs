@@ -193,27 +193,37 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         reason: format!("init job {} running", j.name),
                     });
                 }
+                o if (o.has_ended() || *o == ObservedState::Stopped) && st.run_pending() => {
+                    p.blocked.push(Blocked {
+                        workload: w.name.clone(),
+                        reason: format!(
+                            "init job {} failed ({}); retry {} of {} requested",
+                            j.name,
+                            o.describe(),
+                            st.attempts.saturating_sub(1),
+                            j.retries
+                        ),
+                    });
+                }
                 o if o.has_ended() || *o == ObservedState::Stopped => {
                     let why = o.describe();
                     if st.attempts <= j.retries {
                         let due = st
                             .since
                             .plus(j.backoff.delay(st.attempts.saturating_sub(1)));
-                        if !st.run_pending() {
-                            p.actions.push(RuntimeAction {
-                                node,
-                                not_before: (due > input.now).then_some(due),
-                                reason: format!(
-                                    "init job {} failed ({why}); retry {}/{}",
-                                    j.name, st.attempts, j.retries
-                                ),
-                                kind: ActionKind::RunInitJob {
-                                    job: job_id,
-                                    attempt: st.attempts + 1,
-                                    launch: Box::new(job_launch()),
-                                },
-                            });
-                        }
+                        p.actions.push(RuntimeAction {
+                            node,
+                            not_before: (due > input.now).then_some(due),
+                            reason: format!(
+                                "init job {} failed ({why}); retry {} of {}",
+                                j.name, st.attempts, j.retries
+                            ),
+                            kind: ActionKind::RunInitJob {
+                                job: job_id,
+                                attempt: st.attempts + 1,
+                                launch: Box::new(job_launch()),
+                            },
+                        });
                         if due > input.now {
                             wake(&mut p, due);
                         }
@@ -229,11 +239,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             "init job {} of workload {} failed {} times (last: {why})",
                             j.name, w.name, st.attempts
                         );
-                        match lp.on_exhausted {
-                            OnExhausted::FailAndStopDependents => {
-                                failing.get_or_insert((w.name.clone(), reason.clone()));
-                            }
-                            OnExhausted::WaitForOperator => {}
+                        if lp.on_exhausted == OnExhausted::FailAndStopDependents {
+                            failing.get_or_insert((w.name.clone(), reason.clone()));
                         }
                         p.blocked.push(Blocked {
                             workload: w.name.clone(),
@@ -335,6 +342,17 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     all_ready = false;
                     all_completed = false;
                 }
+                o if inst.starts > 0 && inst.pending(Requested::Start(inst.starts)) => {
+                    // A restart is already asked; wait for its report.
+                    all_ready = false;
+                    all_completed = false;
+                    down.push(format!(
+                        "{}/{} {} (restart requested)",
+                        k.workload,
+                        k.replica,
+                        o.describe()
+                    ));
+                }
                 o => {
                     let failed = o.is_failure();
                     let ran_long = inst
@@ -345,15 +363,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         all_ready = false;
                         all_completed = false;
                         let due = inst.since.plus(lp.backoff.delay(used));
-                        if !inst.pending(Requested::Start(inst.starts)) {
-                            let why = format!("{}; restart {}", o.describe(), used + 1);
-                            let mut a = start(input, w, id, node, inst, Some(due), &why);
-                            if due <= input.now {
-                                a.not_before = None;
-                            }
-                            p.actions.push(a);
-                            p.restarts.insert(k.clone(), used + 1);
-                        }
+                        let why = format!("{}; restart {}", o.describe(), used + 1);
+                        p.actions
+                            .push(start(input, w, id, node, inst, Some(due), &why));
+                        p.restarts.insert(k.clone(), used + 1);
                         if due > input.now {
                             wake(&mut p, due);
                         }

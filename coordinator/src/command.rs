@@ -1,0 +1,147 @@
+//! Commands (what the mesh replicates through raft) and their outcome. Every
+//! command is deterministic given the state and the time passed in.
+
+use crate::decision::DecisionId;
+use crate::lifecycle::LifecycleEvent;
+use crate::model::names::AppKey;
+use crate::model::node::ExecutionNode;
+use crate::reconcile::{InitJobId, InstanceId, ObservedState, RuntimeAction};
+use crate::spec::Document;
+use serde::{Deserialize, Serialize};
+
+/// An operation on an application (seed 000 §6.3.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "op")]
+pub enum OperationRequest {
+    /// Arbitrate and place an admitted application.
+    Start,
+    /// Stop it (Terminated).
+    Stop,
+    /// Delete it.
+    Delete,
+    /// Set the replica count of a workload (within its min and max).
+    Scale {
+        /// Workload.
+        workload: String,
+        /// Replicas wanted.
+        replicas: u32,
+    },
+    /// Leave Degraded: re-place evicted replicas, release held ones.
+    Restore,
+    /// Run a failed application through admission again.
+    Retry,
+}
+
+/// Health of a node as reported by the mesh or an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeCondition {
+    /// Takes workloads.
+    Ready,
+    /// Takes no new workloads; running ones stay.
+    Cordoned,
+    /// Lost: its instances are re-placed elsewhere when possible.
+    Down,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A command to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "command")]
+pub enum Command {
+    /// Apply documents (nodes, pools, tenants, policies, applications). New
+    /// applications are admitted and, with `start`, arbitrated together in
+    /// one fair-share round; changed ones become new versions.
+    Apply {
+        /// Validated documents.
+        documents: Vec<Document>,
+        /// Start admitted applications (default true).
+        #[serde(default = "yes")]
+        start: bool,
+    },
+    /// An operation on one application.
+    Operate {
+        /// The application.
+        app: AppKey,
+        /// The operation.
+        operation: OperationRequest,
+    },
+    /// Apply an earlier version's spec as a new version.
+    Rollback {
+        /// The application.
+        app: AppKey,
+        /// Version to return to.
+        version: u32,
+    },
+    /// Adds or updates a node (the agent registers its own).
+    RegisterNode {
+        /// The node.
+        node: ExecutionNode,
+    },
+    /// Changes a node's condition.
+    SetNodeCondition {
+        /// Node name.
+        node: String,
+        /// New condition.
+        condition: NodeCondition,
+    },
+    /// Deletes a tenant (refused while it has applications).
+    DeleteTenant {
+        /// Tenant name.
+        name: String,
+    },
+    /// Deletes a policy.
+    DeletePolicy {
+        /// Policy name.
+        name: String,
+    },
+    /// Deletes a pool (refused while in use).
+    DeletePool {
+        /// Pool name.
+        name: String,
+    },
+    /// A runtime adapter reports an instance's state.
+    ReportWorkload {
+        /// The instance.
+        instance: InstanceId,
+        /// Its state.
+        state: ObservedState,
+    },
+    /// A runtime adapter reports an init job's state.
+    ReportInitJob {
+        /// The job.
+        job: InitJobId,
+        /// Its state (`exited` with code 0 is success).
+        state: ObservedState,
+    },
+    /// Time passed: restarts whose backoff expired are due.
+    Tick,
+}
+
+/// An application change that was refused (it stays as it was).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The application.
+    pub app: AppKey,
+    /// Why.
+    pub reason: String,
+    /// Decision with the details, when there is one.
+    pub decision: Option<DecisionId>,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Lifecycle events recorded.
+    pub events: Vec<LifecycleEvent>,
+    /// Decisions recorded.
+    pub decisions: Vec<DecisionId>,
+    /// Actions for runtime adapters.
+    pub actions: Vec<RuntimeAction>,
+    /// Application changes refused.
+    pub refusals: Vec<Refusal>,
+    /// Other remarks (unchanged specs, ignored stale reports).
+    pub notes: Vec<String>,
+}

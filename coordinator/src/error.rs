@@ -1,0 +1,102 @@
+//! Errors of commands and queries: bad input or a refused operation. A
+//! command that fails changes nothing.
+
+use crate::decision::DecisionId;
+use crate::field::FieldError;
+use crate::lifecycle::IllegalTransition;
+use crate::model::names::AppKey;
+
+fn fields(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why a command or query failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoordinatorError {
+    /// A document is invalid.
+    #[error("invalid {kind} {name}: {}", fields(.errors))]
+    Invalid {
+        /// Document kind.
+        kind: String,
+        /// Object name.
+        name: String,
+        /// Field errors.
+        errors: Vec<FieldError>,
+    },
+    /// An application names a tenant that does not exist.
+    #[error(
+        "metadata.tenant: application {app} names unknown tenant {tenant:?}; apply the Tenant first"
+    )]
+    UnknownTenant {
+        /// The application.
+        app: AppKey,
+        /// The tenant named.
+        tenant: String,
+    },
+    /// No such application.
+    #[error("no application {0}")]
+    UnknownApp(AppKey),
+    /// No such tenant.
+    #[error("no tenant {0:?}")]
+    NoTenant(String),
+    /// No such node.
+    #[error("no node {0:?}")]
+    UnknownNode(String),
+    /// No such pool.
+    #[error("no resource pool {0:?}")]
+    UnknownPool(String),
+    /// No such policy.
+    #[error("no policy {0:?}")]
+    UnknownPolicy(String),
+    /// No such decision.
+    #[error("no decision {0}")]
+    UnknownDecision(DecisionId),
+    /// No such version.
+    #[error("application {app} has no version {version} (versions 1..={latest})")]
+    UnknownVersion {
+        /// The application.
+        app: AppKey,
+        /// Asked.
+        version: u32,
+        /// Latest existing.
+        latest: u32,
+    },
+    /// No such workload.
+    #[error("application {app} has no workload {workload:?}")]
+    UnknownWorkload {
+        /// The application.
+        app: AppKey,
+        /// Asked.
+        workload: String,
+    },
+    /// The replica count is out of bounds.
+    #[error("scale {app} workload {workload}: {reason}")]
+    InvalidScale {
+        /// The application.
+        app: AppKey,
+        /// The workload.
+        workload: String,
+        /// Why.
+        reason: String,
+    },
+    /// The lifecycle refuses the operation in the current phase.
+    #[error("application {app}: {source}")]
+    Illegal {
+        /// The application.
+        app: AppKey,
+        /// The refusal.
+        source: IllegalTransition,
+    },
+    /// The object is still used.
+    #[error("{what} is still used by {}", .by.join(", "))]
+    InUse {
+        /// The object.
+        what: String,
+        /// Its users.
+        by: Vec<String>,
+    },
+}

@@ -1,0 +1,1154 @@
+//! Arbitration flows: fair-share rounds over admitted applications, the
+//! placement of each (all or nothing, with preemption), scaling, restoring,
+//! rolling updates and node loss.
+
+use super::Coordinator;
+use super::apps::origin_reason;
+use super::entry::{Degradation, DegradationCause};
+use crate::arbitration::{
+    DrfQueue, GangOutcome, GangRequest, PlacedReplica, order_key, place_gang, weighted_share_ppb,
+};
+use crate::command::{Outcome, Refusal};
+use crate::decision::{
+    Constraints, Decision, DecisionId, DecisionKind, ExpectedOutcome, FairShareRecord,
+};
+use crate::error::CoordinatorError;
+use crate::lifecycle::{Input, Operation, Phase, SystemEvent, Trigger, transition};
+use crate::model::application::Application;
+use crate::model::dependency::DependencyGraph;
+use crate::model::failure::{Failure, InfrastructureFailure};
+use crate::model::names::AppKey;
+use crate::model::time::Timestamp;
+use crate::placement::{NodeIdx, Placed, ResVec};
+use crate::policy::EffectivePolicy;
+use crate::reconcile::{Instance, InstanceKey, JobStatus, ObservedState, Replaced, Requested};
+use crate::version::{AppVersion, VersionOrigin};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Replicas of `spec` to place, in dependency order: for each workload the
+/// replicas from `from(w)` up to `targets[w]`.
+fn replicas_in_order(
+    spec: &Application,
+    targets: &BTreeMap<String, u32>,
+    from: impl Fn(&str) -> u32,
+) -> Vec<(usize, u32)> {
+    let ws = &spec.spec.workloads;
+    let order = DependencyGraph::new(ws)
+        .start_order()
+        .unwrap_or_else(|| (0..ws.len()).collect());
+    let mut v = Vec::new();
+    for i in order {
+        let w = &ws[i];
+        let n = targets.get(&w.name).copied().unwrap_or(w.replicas.min);
+        for r in from(&w.name)..n {
+            v.push((i, r));
+        }
+    }
+    v
+}
+
+impl Coordinator {
+    /// Weighted dominant share of tenant `t` in `pool`.
+    fn tenant_share(&self, t: &str, pool: &str, weight: u32) -> u64 {
+        let cap = self.cluster.pool(pool).map(|p| p.cap).unwrap_or_default();
+        let alloc = self
+            .tenants
+            .get(t)
+            .and_then(|e| e.pool_alloc.get(pool))
+            .copied()
+            .unwrap_or_default();
+        weighted_share_ppb(alloc, cap, weight)
+    }
+
+    fn weight_and_pool(&self, key: &AppKey) -> (u32, String) {
+        self.apps.get(key).map_or((1, String::new()), |e| {
+            (
+                e.effective.as_ref().map_or(1, |p| p.fair_share_weight),
+                e.spec().pool().to_string(),
+            )
+        })
+    }
+
+    /// One arbitration round: tenants by weighted DRF, applications by
+    /// priority within their tenant, each placed as a whole.
+    pub(super) fn arbitrate_round(
+        &mut self,
+        pending: Vec<AppKey>,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let mut per_tenant: BTreeMap<String, Vec<(_, AppKey)>> = BTreeMap::new();
+        for key in pending {
+            let Some(e) = self.apps.get(&key) else {
+                continue;
+            };
+            if e.phase != Phase::Admitted {
+                continue;
+            }
+            let s = e.spec();
+            per_tenant
+                .entry(key.tenant.clone())
+                .or_default()
+                .push((order_key(s.spec.priority, &s.spec.sla, e.admitted_seq), key));
+        }
+        let mut queues: BTreeMap<String, VecDeque<AppKey>> = BTreeMap::new();
+        let mut round_size = 0u32;
+        for (t, mut v) in per_tenant {
+            v.sort_by_key(|a| a.0);
+            round_size += v.len() as u32;
+            queues.insert(t, v.into_iter().map(|(_, k)| k).collect());
+        }
+        let mut q = DrfQueue::new();
+        for (t, apps) in &queues {
+            if let Some(first) = apps.front() {
+                let (w, pool) = self.weight_and_pool(first);
+                q.push(t.clone(), self.tenant_share(t, &pool, w));
+            }
+        }
+        let mut position = 0;
+        while let Some((t, share)) = q.pop() {
+            let Some(key) = queues.get_mut(&t).and_then(VecDeque::pop_front) else {
+                continue;
+            };
+            position += 1;
+            let (weight, _) = self.weight_and_pool(&key);
+            self.arbitrate_app(
+                &key,
+                FairShareRecord {
+                    tenant_share_before_ppb: share,
+                    weight,
+                    position,
+                    round_size,
+                },
+                now,
+                out,
+            );
+            if let Some(next) = queues.get(&t).and_then(|v| v.front()) {
+                let (w, pool) = self.weight_and_pool(next);
+                q.push(t.clone(), self.tenant_share(&t, &pool, w));
+            }
+        }
+    }
+
+    /// Runs the gang placement for `key` with `spec` (borrowing the cluster
+    /// mutably and the applications for victim checks).
+    fn run_gang(
+        &mut self,
+        key: &AppKey,
+        spec: &Application,
+        eff: &EffectivePolicy,
+        to_place: &[(usize, u32)],
+        staying: &[(String, NodeIdx)],
+        totals: &BTreeMap<String, u32>,
+    ) -> GangOutcome {
+        let Some(e) = self.apps.get(key) else {
+            return GangOutcome::default();
+        };
+        let app_id = e.id;
+        let tenant_id = self.tenants.get(&key.tenant).map_or(u32::MAX, |t| t.id);
+        let prio = spec.spec.priority;
+        let apps = &self.apps;
+        let app_ids = &self.app_ids;
+        let victim_ok = |p: &Placed| {
+            p.app != app_id
+                && p.priority < prio
+                && app_ids
+                    .get(&p.app)
+                    .and_then(|k| apps.get(k))
+                    .is_some_and(|v| matches!(v.phase, Phase::Running | Phase::Degraded))
+        };
+        let key_of = |id: u32| {
+            app_ids
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| AppKey::new("unknown", "unknown"))
+        };
+        place_gang(
+            &mut self.cluster,
+            &GangRequest {
+                app_id,
+                tenant_id,
+                app: spec,
+                pool: spec.pool(),
+                effective: eff,
+                to_place,
+                staying,
+                totals,
+                top_k: self.config.top_k,
+                patience: self.config.patience,
+            },
+            &victim_ok,
+            &key_of,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn placement_decision(
+        &mut self,
+        key: &AppKey,
+        kind: DecisionKind,
+        version: u32,
+        spec: &Application,
+        eff: &EffectivePolicy,
+        g: &GangOutcome,
+        instances: u32,
+        fair: Option<FairShareRecord>,
+        phase_after: Phase,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> DecisionId {
+        let (policies, evaluation) = self
+            .apps
+            .get(key)
+            .map_or((Vec::new(), None), |e| (e.policies.clone(), e.evaluation));
+        let demand = g
+            .placements
+            .iter()
+            .filter_map(|p| {
+                spec.workload(&p.workload)
+                    .map(|w| crate::placement::Demand::of(spec, w, p.replica).request)
+            })
+            .fold(ResVec::default(), ResVec::plus);
+        let nodes: BTreeSet<NodeIdx> = g.placed.iter().map(|p| p.node).collect();
+        let expected = g.ok.then(|| {
+            let weight = eff.fair_share_weight;
+            let pool = spec.pool();
+            let cap = self.cluster.pool(pool).map(|p| p.cap).unwrap_or_default();
+            let alloc = self
+                .tenants
+                .get(&key.tenant)
+                .and_then(|t| t.pool_alloc.get(pool))
+                .copied()
+                .unwrap_or_default()
+                .plus(g.allocated);
+            ExpectedOutcome {
+                phase: phase_after,
+                allocated: g.allocated,
+                nodes: nodes.len() as u32,
+                cost_per_hour_milli: g.cost_milli,
+                tenant_share_after_ppb: weighted_share_ppb(alloc, cap, weight),
+            }
+        });
+        self.push_decision(
+            Decision {
+                id: DecisionId(0),
+                time: now,
+                kind,
+                app: key.clone(),
+                version,
+                pool: spec.pool().to_string(),
+                constraints: Some(Constraints {
+                    priority: spec.spec.priority,
+                    strategy: eff.placement_strategy,
+                    overcommit: eff.max_overcommit_ratio,
+                    max_cluster_share: eff.max_cluster_share,
+                    spread: eff.min_failure_domains.clone(),
+                    preemption: eff.enable_preemption,
+                    demand,
+                    instances,
+                    budget: spec.spec.budget,
+                }),
+                fair_share: fair,
+                placements: g.placements.clone(),
+                preemptions: g.preemptions.clone(),
+                checks: Vec::new(),
+                evaluation,
+                policies,
+                accepted: g.ok,
+                reason: g.reason.clone(),
+                expected,
+            },
+            out,
+        )
+    }
+
+    fn arbitrate_app(
+        &mut self,
+        key: &AppKey,
+        fair: FairShareRecord,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let Some(e) = self.apps.get(key) else { return };
+        let spec = e.spec().clone();
+        let eff = e.effective.clone().unwrap_or_default();
+        let version = e.current;
+        let targets = e.targets.clone();
+        let to_place = replicas_in_order(&spec, &targets, |_| 0);
+        let g = self.run_gang(key, &spec, &eff, &to_place, &[], &targets);
+        let d = self.placement_decision(
+            key,
+            DecisionKind::Arbitration,
+            version,
+            &spec,
+            &eff,
+            &g,
+            to_place.len() as u32,
+            Some(fair),
+            Phase::Scheduled,
+            now,
+            out,
+        );
+        let policies = self
+            .apps
+            .get(key)
+            .map(|e| e.policies.clone())
+            .unwrap_or_default();
+        if g.ok {
+            self.commit_placed(key, &g.placed, version, now);
+            let names: Vec<String> = spec.spec.workloads.iter().map(|w| w.name.clone()).collect();
+            self.reset_jobs(key, &names, version, now);
+            let _ = self.transition_app(
+                key,
+                Input::Event(SystemEvent::ArbitrationSucceeded),
+                Trigger::System,
+                format!("arbitration passed: {}", g.reason),
+                policies,
+                vec![d.to_string()],
+                now,
+                out,
+            );
+            self.apply_preemptions(key, &g, d, now, out);
+            self.replan(key, now, out);
+        } else {
+            let reason = format!("arbitration failed: {}", g.reason);
+            if let Ok(step) = self.transition_app(
+                key,
+                Input::Event(SystemEvent::ArbitrationFailed),
+                Trigger::System,
+                reason.clone(),
+                policies,
+                vec![d.to_string()],
+                now,
+                out,
+            ) {
+                self.teardown(key, &step.actions, &reason, None, out);
+            }
+            out.refusals.push(Refusal {
+                app: key.clone(),
+                reason,
+                decision: Some(d),
+            });
+        }
+    }
+
+    /// Records placed replicas as instances and allocations.
+    fn commit_placed(
+        &mut self,
+        key: &AppKey,
+        placed: &[PlacedReplica],
+        version: u32,
+        now: Timestamp,
+    ) {
+        let mut added = ResVec::default();
+        let mut new = Vec::new();
+        for p in placed {
+            let demand = self
+                .cluster
+                .node(p.node)
+                .and_then(|n| n.instances.get(&p.serial))
+                .map(|x| x.demand.request)
+                .unwrap_or_default();
+            added = added.plus(demand);
+            new.push((
+                InstanceKey::new(p.workload.clone(), p.replica),
+                Instance::placed(
+                    self.cluster.name(p.node).to_string(),
+                    (p.node, p.serial),
+                    version,
+                    now,
+                ),
+            ));
+        }
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        e.allocated = e.allocated.plus(added);
+        let pool = e.spec().pool().to_string();
+        for (k, i) in new {
+            e.runtime.instances.insert(k, i);
+        }
+        if let Some(t) = self.tenants.get_mut(&key.tenant) {
+            let a = t.pool_alloc.entry(pool).or_default();
+            *a = a.plus(added);
+        }
+    }
+
+    /// Init jobs of `workloads` start afresh at `version`.
+    fn reset_jobs(&mut self, key: &AppKey, workloads: &[String], version: u32, now: Timestamp) {
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        let spec = e.spec().clone();
+        for w in workloads {
+            e.runtime.jobs.retain(|(jw, _), _| jw != w);
+            if let Some(w) = spec.workload(w) {
+                for j in &w.init_jobs {
+                    e.runtime.jobs.insert(
+                        (w.name.clone(), j.name.clone()),
+                        JobStatus::new(version, now),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Victims of preemption lose their instances and become Degraded.
+    fn apply_preemptions(
+        &mut self,
+        by: &AppKey,
+        g: &GangOutcome,
+        d: DecisionId,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let prio = self.apps.get(by).map_or(0, |e| e.spec().spec.priority);
+        let mut by_app: BTreeMap<u32, Vec<(NodeIdx, u64, Placed)>> = BTreeMap::new();
+        for (node, serial, p) in &g.evicted {
+            by_app
+                .entry(p.app)
+                .or_default()
+                .push((*node, *serial, p.clone()));
+        }
+        for (id, lost) in by_app {
+            let Some(vkey) = self.app_ids.get(&id).cloned() else {
+                continue;
+            };
+            let reason = format!(
+                "preempted by {by} (priority {prio}, decision {d}): {}",
+                lost.iter()
+                    .map(|(_, _, p)| format!("{}/{}", p.workload, p.replica))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.evict(&vkey, &lost, &reason, now, out);
+            let phase = self.apps.get(&vkey).map(|e| e.phase);
+            if phase == Some(Phase::Running) {
+                let _ = self.transition_app(
+                    &vkey,
+                    Input::Event(SystemEvent::Degrade),
+                    Trigger::Policy,
+                    reason.clone(),
+                    vec!["enablePreemption".into()],
+                    vec![d.to_string(), by.to_string()],
+                    now,
+                    out,
+                );
+            }
+            if let Some(e) = self.apps.get_mut(&vkey) {
+                e.degradation = Some(Degradation {
+                    cause: DegradationCause::Preemption,
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// Marks `lost` allocations (already released from the cluster) as
+    /// evicted instances of `key`, stopping them where they still run.
+    fn evict(
+        &mut self,
+        key: &AppKey,
+        lost: &[(NodeIdx, u64, Placed)],
+        reason: &str,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        let pool = e.spec().pool().to_string();
+        let mut freed = ResVec::default();
+        for (node, serial, p) in lost {
+            let k = InstanceKey::new(p.workload.clone(), p.replica);
+            let Some(inst) = e.runtime.instances.get_mut(&k) else {
+                continue;
+            };
+            if inst.slot != Some((*node, *serial)) {
+                continue;
+            }
+            freed = freed.plus(p.demand.request);
+            inst.slot = None;
+            if let Some(n) = inst.node.take()
+                && (inst.starts > 0 || inst.observed.is_live())
+            {
+                out.actions.push(super::apps::stop_action(
+                    key,
+                    &k,
+                    inst.version,
+                    &n,
+                    reason.to_string(),
+                ));
+            }
+            inst.evicted = Some(reason.to_string());
+            inst.requested = Some((Requested::Stop, inst.observations));
+            inst.since = now;
+        }
+        e.allocated = e.allocated.minus(freed);
+        if let Some(t) = self.tenants.get_mut(&key.tenant)
+            && let Some(a) = t.pool_alloc.get_mut(&pool)
+        {
+            *a = a.minus(freed);
+        }
+    }
+
+    /// Puts evicted instances back on nodes (restore, node loss); returns
+    /// the decision and whether it succeeded.
+    fn replace_evicted(
+        &mut self,
+        key: &AppKey,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Option<(DecisionId, bool, String)> {
+        let e = self.apps.get(key)?;
+        let spec = e.spec().clone();
+        let eff = e.effective.clone().unwrap_or_default();
+        let version = e.current;
+        let evicted: BTreeSet<InstanceKey> = e
+            .runtime
+            .instances
+            .iter()
+            .filter(|(_, i)| i.evicted.is_some() || i.slot.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if evicted.is_empty() {
+            return None;
+        }
+        let staying: Vec<(String, NodeIdx)> = e
+            .runtime
+            .instances
+            .iter()
+            .filter_map(|(k, i)| i.slot.map(|(n, _)| (k.workload.clone(), n)))
+            .collect();
+        let ws = &spec.spec.workloads;
+        let to_place: Vec<(usize, u32)> = replicas_in_order(&spec, &e.targets, |_| 0)
+            .into_iter()
+            .filter(|(i, r)| evicted.contains(&InstanceKey::new(ws[*i].name.clone(), *r)))
+            .collect();
+        let targets = e.targets.clone();
+        let g = self.run_gang(key, &spec, &eff, &to_place, &staying, &targets);
+        let phase = self.apps.get(key).map_or(Phase::Running, |e| e.phase);
+        let d = self.placement_decision(
+            key,
+            DecisionKind::Restore,
+            version,
+            &spec,
+            &eff,
+            &g,
+            to_place.len() as u32,
+            None,
+            if phase == Phase::Degraded {
+                Phase::Running
+            } else {
+                phase
+            },
+            now,
+            out,
+        );
+        if g.ok {
+            let mut added = ResVec::default();
+            if let Some(e) = self.apps.get_mut(key) {
+                for p in &g.placed {
+                    let k = InstanceKey::new(p.workload.clone(), p.replica);
+                    let demand = self
+                        .cluster
+                        .node(p.node)
+                        .and_then(|n| n.instances.get(&p.serial))
+                        .map(|x| x.demand.request)
+                        .unwrap_or_default();
+                    added = added.plus(demand);
+                    if let Some(inst) = e.runtime.instances.get_mut(&k) {
+                        inst.node = Some(self.cluster.name(p.node).to_string());
+                        inst.slot = Some((p.node, p.serial));
+                        inst.evicted = None;
+                        inst.observed = ObservedState::Pending;
+                        inst.since = now;
+                        inst.requested = None;
+                        inst.version = version;
+                    }
+                }
+                e.allocated = e.allocated.plus(added);
+            }
+            let pool = spec.pool().to_string();
+            if let Some(t) = self.tenants.get_mut(&key.tenant) {
+                let a = t.pool_alloc.entry(pool).or_default();
+                *a = a.plus(added);
+            }
+            self.apply_preemptions(key, &g, d, now, out);
+        }
+        Some((d, g.ok, g.reason))
+    }
+
+    pub(super) fn op_scale(
+        &mut self,
+        key: &AppKey,
+        workload: &str,
+        replicas: u32,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let e = self
+            .apps
+            .get(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        transition(e.phase, Input::Op(Operation::Scale)).map_err(|source| {
+            CoordinatorError::Illegal {
+                app: key.clone(),
+                source,
+            }
+        })?;
+        let spec = e.spec().clone();
+        let w = spec
+            .workload(workload)
+            .ok_or_else(|| CoordinatorError::UnknownWorkload {
+                app: key.clone(),
+                workload: workload.into(),
+            })?;
+        if replicas < w.replicas.min || replicas > w.replicas.max {
+            return Err(CoordinatorError::InvalidScale {
+                app: key.clone(),
+                workload: workload.into(),
+                reason: format!(
+                    "{replicas} replicas is outside the spec's bounds {}..={}",
+                    w.replicas.min, w.replicas.max
+                ),
+            });
+        }
+        let current = e.target(workload);
+        if replicas == current {
+            out.notes
+                .push(format!("{key}: {workload} already has {replicas} replicas"));
+            return Ok(());
+        }
+        let version = e.current;
+        let own = e.charge;
+        let mut targets = e.targets.clone();
+        targets.insert(workload.to_string(), replicas);
+        let ev = self.evaluate(key, &spec, &targets, own, version, now);
+        if !ev.admitted() {
+            let reason = format!("scale {workload} to {replicas} refused: {}", ev.failures());
+            let d = self.new_decision(
+                key,
+                DecisionKind::Scale,
+                version,
+                &spec,
+                &ev,
+                false,
+                reason.clone(),
+                now,
+                out,
+            );
+            out.refusals.push(Refusal {
+                app: key.clone(),
+                reason,
+                decision: Some(d),
+            });
+            return Ok(());
+        }
+        let charge = ev.admission.as_ref().map(|a| a.charge).unwrap_or_default();
+        let eff = ev.effective.clone().unwrap_or_default();
+        let mut related = Vec::new();
+        if replicas > current {
+            let staying: Vec<(String, NodeIdx)> = self
+                .apps
+                .get(key)
+                .map(|e| {
+                    e.runtime
+                        .instances
+                        .iter()
+                        .filter_map(|(k, i)| i.slot.map(|(n, _)| (k.workload.clone(), n)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let to_place: Vec<(usize, u32)> = replicas_in_order(&spec, &targets, |n| {
+                if n == workload { current } else { u32::MAX }
+            });
+            let g = self.run_gang(key, &spec, &eff, &to_place, &staying, &targets);
+            let d = self.placement_decision(
+                key,
+                DecisionKind::Scale,
+                version,
+                &spec,
+                &eff,
+                &g,
+                to_place.len() as u32,
+                None,
+                Phase::Running,
+                now,
+                out,
+            );
+            if !g.ok {
+                out.refusals.push(Refusal {
+                    app: key.clone(),
+                    reason: format!("scale {workload} to {replicas} refused: {}", g.reason),
+                    decision: Some(d),
+                });
+                return Ok(());
+            }
+            self.commit_placed(key, &g.placed, version, now);
+            self.apply_preemptions(key, &g, d, now, out);
+            related.push(d.to_string());
+        } else {
+            let surplus: Vec<InstanceKey> = (replicas..current)
+                .rev()
+                .map(|r| InstanceKey::new(workload, r))
+                .collect();
+            self.remove_instances(key, &surplus, "scaled down", out);
+        }
+        if let Some(t) = self.tenants.get_mut(&key.tenant) {
+            t.usage = t.usage.minus(own).plus(charge);
+        }
+        if let Some(e) = self.apps.get_mut(key) {
+            e.targets = targets;
+            e.charge = charge;
+        }
+        self.transition_app(
+            key,
+            Input::Op(Operation::Scale),
+            Trigger::User,
+            format!("scaled {workload} from {current} to {replicas} replicas"),
+            ev.policies.clone(),
+            related,
+            now,
+            out,
+        )?;
+        self.replan(key, now, out);
+        Ok(())
+    }
+
+    /// Stops and forgets instances, releasing their allocations.
+    fn remove_instances(
+        &mut self,
+        key: &AppKey,
+        keys: &[InstanceKey],
+        reason: &str,
+        out: &mut Outcome,
+    ) {
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        let pool = e.spec().pool().to_string();
+        let mut freed = ResVec::default();
+        for k in keys {
+            let Some(inst) = e.runtime.instances.remove(k) else {
+                continue;
+            };
+            if let Some((node, serial)) = inst.slot
+                && let Some(p) = self.cluster.release(node, serial)
+            {
+                freed = freed.plus(p.demand.request);
+            }
+            if let (Some(n), true) = (&inst.node, inst.starts > 0 || inst.observed.is_live()) {
+                out.actions.push(super::apps::stop_action(
+                    key,
+                    k,
+                    inst.version,
+                    n,
+                    reason.to_string(),
+                ));
+            }
+            if let Some(old) = &inst.replacing
+                && let (Some(n), false) = (&old.node, old.stopped)
+            {
+                out.actions.push(super::apps::stop_action(
+                    key,
+                    k,
+                    old.version,
+                    n,
+                    reason.to_string(),
+                ));
+            }
+        }
+        e.allocated = e.allocated.minus(freed);
+        if let Some(t) = self.tenants.get_mut(&key.tenant)
+            && let Some(a) = t.pool_alloc.get_mut(&pool)
+        {
+            *a = a.minus(freed);
+        }
+    }
+
+    pub(super) fn op_restore(
+        &mut self,
+        key: &AppKey,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let phase = self
+            .apps
+            .get(key)
+            .map(|e| e.phase)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        transition(phase, Input::Op(Operation::Restore)).map_err(|source| {
+            CoordinatorError::Illegal {
+                app: key.clone(),
+                source,
+            }
+        })?;
+        let mut related = Vec::new();
+        if let Some((d, ok, reason)) = self.replace_evicted(key, now, out) {
+            related.push(d.to_string());
+            if !ok {
+                out.refusals.push(Refusal {
+                    app: key.clone(),
+                    reason: format!("restore refused: {reason}"),
+                    decision: Some(d),
+                });
+                return Ok(());
+            }
+        }
+        if let Some(e) = self.apps.get_mut(key) {
+            // Held instances get a fresh retry budget.
+            for inst in e.runtime.instances.values_mut() {
+                if inst.observed.has_ended() {
+                    inst.restarts = 0;
+                }
+            }
+            e.degradation = Some(Degradation {
+                cause: DegradationCause::Runtime,
+                reason: "restore requested".into(),
+            });
+        }
+        self.transition_app(
+            key,
+            Input::Op(Operation::Restore),
+            Trigger::User,
+            "restore requested: evicted replicas re-placed, held replicas released".into(),
+            Vec::new(),
+            related,
+            now,
+            out,
+        )?;
+        self.replan(key, now, out);
+        Ok(())
+    }
+
+    /// UpdateSpec of a placed application: admission, arbitration of the
+    /// changed workloads, then a rolling replacement; refused as a whole
+    /// when any step fails.
+    pub(super) fn update_placed(
+        &mut self,
+        key: &AppKey,
+        app: Application,
+        origin: VersionOrigin,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let Some(e) = self.apps.get(key) else { return };
+        let old = e.spec().clone();
+        let version = e.versions.len() as u32 + 1;
+        let own = e.charge;
+        let targets: BTreeMap<String, u32> = app
+            .spec
+            .workloads
+            .iter()
+            .map(|w| {
+                let t = e
+                    .targets
+                    .get(&w.name)
+                    .copied()
+                    .unwrap_or(w.replicas.min)
+                    .clamp(w.replicas.min, w.replicas.max);
+                (w.name.clone(), t)
+            })
+            .collect();
+        let ev = self.evaluate(key, &app, &targets, own, version, now);
+        if !ev.admitted() {
+            let reason = format!("version {version} refused: {}", ev.failures());
+            let d = self.new_decision(
+                key,
+                DecisionKind::Update,
+                version,
+                &app,
+                &ev,
+                false,
+                reason.clone(),
+                now,
+                out,
+            );
+            out.refusals.push(Refusal {
+                app: key.clone(),
+                reason,
+                decision: Some(d),
+            });
+            return;
+        }
+        let eff = ev.effective.clone().unwrap_or_default();
+        let changed: BTreeSet<String> = app
+            .spec
+            .workloads
+            .iter()
+            .filter(|w| old.workload(&w.name) != Some(*w))
+            .map(|w| w.name.clone())
+            .collect();
+        let removed: BTreeSet<String> = old
+            .spec
+            .workloads
+            .iter()
+            .filter(|w| app.workload(&w.name).is_none())
+            .map(|w| w.name.clone())
+            .collect();
+        // Release, tentatively, what does not stay.
+        let mut released: Vec<(InstanceKey, NodeIdx, u64, Placed)> = Vec::new();
+        let mut staying: Vec<(String, NodeIdx)> = Vec::new();
+        let mut kept: BTreeMap<String, u32> = BTreeMap::new();
+        let instances: Vec<(InstanceKey, Option<(NodeIdx, u64)>)> = self
+            .apps
+            .get(key)
+            .map(|e| {
+                e.runtime
+                    .instances
+                    .iter()
+                    .map(|(k, i)| (k.clone(), i.slot))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, slot) in instances {
+            let keep = !removed.contains(&k.workload)
+                && !changed.contains(&k.workload)
+                && k.replica < targets.get(&k.workload).copied().unwrap_or(0);
+            match slot {
+                Some((n, _)) if keep => {
+                    staying.push((k.workload.clone(), n));
+                    *kept.entry(k.workload.clone()).or_default() += 1;
+                }
+                Some((n, s)) => {
+                    if let Some(p) = self.cluster.release(n, s) {
+                        released.push((k, n, s, p));
+                    }
+                }
+                None => {}
+            }
+        }
+        let to_place = replicas_in_order(&app, &targets, |w| {
+            if changed.contains(w) {
+                0
+            } else {
+                kept.get(w).copied().unwrap_or(0)
+            }
+        });
+        let g = self.run_gang(key, &app, &eff, &to_place, &staying, &targets);
+        if !g.ok {
+            for (_, n, s, p) in released {
+                self.cluster.insert(n, s, p);
+            }
+            let d = self.placement_decision(
+                key,
+                DecisionKind::Update,
+                version,
+                &app,
+                &eff,
+                &g,
+                to_place.len() as u32,
+                None,
+                Phase::Running,
+                now,
+                out,
+            );
+            out.refusals.push(Refusal {
+                app: key.clone(),
+                reason: format!("version {version} refused: {}", g.reason),
+                decision: Some(d),
+            });
+            return;
+        }
+        let phase = self.apps.get(key).map_or(Phase::Running, |e| e.phase);
+        let d = self.placement_decision(
+            key,
+            DecisionKind::Update,
+            version,
+            &app,
+            &eff,
+            &g,
+            to_place.len() as u32,
+            None,
+            phase,
+            now,
+            out,
+        );
+        let charge = ev.admission.as_ref().map(|a| a.charge).unwrap_or_default();
+        let pool = app.pool().to_string();
+        let old_pool = old.pool().to_string();
+        let mut freed = ResVec::default();
+        let mut added = ResVec::default();
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        // Stop what is gone; remember what is replaced.
+        let mut replaced: BTreeMap<InstanceKey, Replaced> = BTreeMap::new();
+        for (k, _, _, p) in &released {
+            freed = freed.plus(p.demand.request);
+            let Some(inst) = e.runtime.instances.remove(k) else {
+                continue;
+            };
+            let started = inst.starts > 0 || inst.observed.is_live();
+            let goes_on = changed.contains(&k.workload)
+                && k.replica < targets.get(&k.workload).copied().unwrap_or(0);
+            if goes_on && started {
+                replaced.insert(
+                    k.clone(),
+                    Replaced {
+                        node: inst.node.clone(),
+                        version: inst.version,
+                        stopped: false,
+                        stop_requested: false,
+                    },
+                );
+            } else if started && let Some(n) = &inst.node {
+                out.actions.push(super::apps::stop_action(
+                    key,
+                    k,
+                    inst.version,
+                    n,
+                    format!("not in version {version}"),
+                ));
+            }
+        }
+        for p in &g.placed {
+            let demand = self
+                .cluster
+                .node(p.node)
+                .and_then(|n| n.instances.get(&p.serial))
+                .map(|x| x.demand.request)
+                .unwrap_or_default();
+            added = added.plus(demand);
+            let k = InstanceKey::new(p.workload.clone(), p.replica);
+            let mut inst = Instance::placed(
+                self.cluster.name(p.node).to_string(),
+                (p.node, p.serial),
+                version,
+                now,
+            );
+            inst.replacing = replaced.remove(&k);
+            e.runtime.instances.insert(k, inst);
+        }
+        e.runtime.jobs.retain(|(w, _), _| !removed.contains(w));
+        e.allocated = e.allocated.minus(freed).plus(added);
+        e.versions.push(AppVersion {
+            version,
+            spec: app,
+            created: now,
+            origin,
+        });
+        e.current = version;
+        e.targets = targets;
+        e.charge = charge;
+        e.effective = ev.effective.clone();
+        e.resolutions = ev.resolutions.clone();
+        e.policies = ev.policies.clone();
+        e.evaluation = Some(ev.evaluation);
+        if let Some(t) = self.tenants.get_mut(&key.tenant) {
+            t.usage = t.usage.minus(own).plus(charge);
+            if let Some(a) = t.pool_alloc.get_mut(&old_pool) {
+                *a = a.minus(freed);
+            }
+            let a = t.pool_alloc.entry(pool).or_default();
+            *a = a.plus(added);
+        }
+        let changed_list: Vec<String> = changed.iter().cloned().collect();
+        self.reset_jobs(key, &changed_list, version, now);
+        let mut reason = origin_reason(origin, version);
+        if !changed_list.is_empty() {
+            reason.push_str(&format!("; rolling update of {}", changed_list.join(", ")));
+        }
+        let _ = self.transition_app(
+            key,
+            Input::Op(Operation::UpdateSpec),
+            Trigger::User,
+            reason,
+            ev.policies.clone(),
+            vec![d.to_string(), format!("version {version}")],
+            now,
+            out,
+        );
+        self.apply_preemptions(key, &g, d, now, out);
+        self.replan(key, now, out);
+    }
+
+    /// A node is lost: its instances fail with an infrastructure failure
+    /// and are re-placed elsewhere when possible; otherwise their
+    /// applications degrade (or fail when they never ran).
+    pub(super) fn node_lost(&mut self, idx: NodeIdx, now: Timestamp, out: &mut Outcome) {
+        let name = self.cluster.name(idx).to_string();
+        let lost: Vec<(u64, Placed)> = self
+            .cluster
+            .node(idx)
+            .map(|n| n.instances.iter().map(|(s, p)| (*s, p.clone())).collect())
+            .unwrap_or_default();
+        let mut by_app: BTreeMap<u32, Vec<(NodeIdx, u64, Placed)>> = BTreeMap::new();
+        for (s, p) in lost {
+            self.cluster.release(idx, s);
+            by_app.entry(p.app).or_default().push((idx, s, p));
+        }
+        for (id, lost) in by_app {
+            let Some(key) = self.app_ids.get(&id).cloned() else {
+                continue;
+            };
+            let reason = format!("node {name} down");
+            self.evict(&key, &lost, &reason, now, out);
+            if let Some(e) = self.apps.get_mut(&key) {
+                for (_, _, p) in &lost {
+                    if let Some(inst) = e
+                        .runtime
+                        .instances
+                        .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
+                    {
+                        inst.observed = ObservedState::Failed {
+                            failure: Failure::Infrastructure {
+                                kind: InfrastructureFailure::NodeDown,
+                                node: name.clone(),
+                            },
+                        };
+                        inst.requested = None;
+                    }
+                }
+                for j in e.runtime.jobs.values_mut() {
+                    if j.node.as_deref() == Some(name.as_str()) && !j.succeeded() {
+                        j.node = None;
+                    }
+                }
+            }
+            match self.replace_evicted(&key, now, out) {
+                Some((d, true, r)) => {
+                    out.notes.push(format!(
+                        "{key}: {reason}; {} re-placed ({r}, decision {d})",
+                        lost.len()
+                    ));
+                    self.replan(&key, now, out);
+                }
+                Some((d, false, r)) => {
+                    let why = format!(
+                        "{reason}: {} instance(s) lost and not re-placed: {r}",
+                        lost.len()
+                    );
+                    let phase = self.apps.get(&key).map(|e| e.phase);
+                    let ev = if phase == Some(Phase::Scheduled) {
+                        SystemEvent::ExecutionFailed
+                    } else {
+                        SystemEvent::Degrade
+                    };
+                    if let Ok(step) = self.transition_app(
+                        &key,
+                        Input::Event(ev),
+                        Trigger::System,
+                        why.clone(),
+                        Vec::new(),
+                        vec![d.to_string()],
+                        now,
+                        out,
+                    ) {
+                        self.teardown(&key, &step.actions, &why, None, out);
+                    }
+                    if let Some(e) = self.apps.get_mut(&key)
+                        && e.phase == Phase::Degraded
+                    {
+                        e.degradation = Some(Degradation {
+                            cause: DegradationCause::NodeLoss,
+                            reason: why,
+                        });
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+}

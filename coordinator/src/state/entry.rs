@@ -1,0 +1,108 @@
+//! What the coordinator keeps per application and per tenant.
+
+use crate::admission::Charge;
+use crate::decision::DecisionId;
+use crate::lifecycle::Phase;
+use crate::model::application::Application;
+use crate::model::names::AppKey;
+use crate::model::tenant::Tenant;
+use crate::model::time::Timestamp;
+use crate::placement::ResVec;
+use crate::policy::{EffectivePolicy, Resolution};
+use crate::reconcile::AppRuntime;
+use crate::version::AppVersion;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why an application is Degraded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DegradationCause {
+    /// Replicas down, restarting or held: heals by itself.
+    Runtime,
+    /// Replicas taken by a higher-priority application: needs Restore or
+    /// free capacity.
+    Preemption,
+    /// Replicas lost with their node and not re-placed.
+    NodeLoss,
+}
+
+/// Degradation state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Degradation {
+    /// Cause.
+    pub cause: DegradationCause,
+    /// Details.
+    pub reason: String,
+}
+
+/// Everything about one application.
+#[derive(Debug, Clone)]
+pub struct AppEntry {
+    /// Numeric id (never reused).
+    pub id: u32,
+    /// Key.
+    pub key: AppKey,
+    /// Lifecycle phase.
+    pub phase: Phase,
+    /// Accepted versions, oldest first.
+    pub versions: Vec<AppVersion>,
+    /// Version in force.
+    pub current: u32,
+    /// Effective policy from the last admission.
+    pub effective: Option<EffectivePolicy>,
+    /// How it was resolved.
+    pub resolutions: Vec<Resolution>,
+    /// Policies that took part.
+    pub policies: Vec<String>,
+    /// Policy evaluation id.
+    pub evaluation: Option<u64>,
+    /// Quota held.
+    pub charge: Charge,
+    /// Requests placed on nodes.
+    pub allocated: ResVec,
+    /// Replicas per workload.
+    pub targets: BTreeMap<String, u32>,
+    /// Instances and init jobs.
+    pub runtime: AppRuntime,
+    /// Why degraded.
+    pub degradation: Option<Degradation>,
+    /// The user asked it to run.
+    pub start_requested: bool,
+    /// Indices of its lifecycle events in the coordinator's log.
+    pub events: Vec<usize>,
+    /// Its decisions.
+    pub decisions: Vec<DecisionId>,
+    /// Admission order.
+    pub admitted_seq: u64,
+    /// Plan again at this time.
+    pub wake_at: Option<Timestamp>,
+}
+
+impl AppEntry {
+    /// The spec in force.
+    pub fn spec(&self) -> &Application {
+        let i = (self.current as usize).saturating_sub(1);
+        &self.versions[i.min(self.versions.len() - 1)].spec
+    }
+
+    /// Replicas of `w` wanted (its target, else its min).
+    pub fn target(&self, w: &str) -> u32 {
+        self.targets
+            .get(w)
+            .copied()
+            .unwrap_or_else(|| self.spec().workload(w).map_or(0, |w| w.replicas.min))
+    }
+}
+
+/// A tenant and what its applications hold.
+#[derive(Debug, Clone)]
+pub struct TenantEntry {
+    /// Numeric id (never reused).
+    pub id: u32,
+    /// The tenant.
+    pub spec: Tenant,
+    /// Quota held by its applications.
+    pub usage: Charge,
+    /// Requests placed, per pool.
+    pub pool_alloc: BTreeMap<String, ResVec>,
+}

@@ -1,0 +1,343 @@
+//! The coordinator state: tenants, policies, pools, nodes, applications with
+//! their versions, events and decisions. Changed only through
+//! [`Coordinator::apply`] with a [`Command`] and the time, so that replicas
+//! fed the same commands reach the same state; queries take `&self`.
+
+mod apps;
+mod arbitrate;
+pub mod entry;
+mod query;
+mod runtime;
+
+use crate::command::{Command, NodeCondition, OperationRequest, Outcome};
+use crate::decision::Decision;
+use crate::error::CoordinatorError;
+use crate::field::FieldError;
+use crate::lifecycle::LifecycleEvent;
+use crate::model::policy::{Policy, PolicyScope};
+use crate::model::pool::DEFAULT_POOL;
+use crate::model::time::Timestamp;
+use crate::placement::Cluster;
+use crate::policy::PolicyEvaluation;
+use crate::spec::{Document, validate};
+use entry::{AppEntry, TenantEntry};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use query::{AppDescription, AppSummary, InstanceView, JobView};
+
+/// Tuning of the placement search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoordinatorConfig {
+    /// Feasible candidates scored per replica (and kept in the record).
+    pub top_k: usize,
+    /// Nodes examined after the first feasible one before settling.
+    pub patience: usize,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        Self {
+            top_k: 3,
+            patience: 32,
+        }
+    }
+}
+
+/// The coordinator.
+#[derive(Debug, Clone, Default)]
+pub struct Coordinator {
+    config: CoordinatorConfig,
+    cluster: Cluster,
+    tenants: BTreeMap<String, TenantEntry>,
+    next_tenant_id: u32,
+    policies: BTreeMap<String, Policy>,
+    apps: BTreeMap<crate::model::names::AppKey, AppEntry>,
+    app_ids: BTreeMap<u32, crate::model::names::AppKey>,
+    next_app_id: u32,
+    events: Vec<LifecycleEvent>,
+    decisions: Vec<Decision>,
+    evaluations: Vec<PolicyEvaluation>,
+    admitted_seq: u64,
+}
+
+impl Coordinator {
+    /// An empty coordinator with the default configuration.
+    pub fn new() -> Self {
+        Self::with_config(CoordinatorConfig::default())
+    }
+
+    /// An empty coordinator.
+    pub fn with_config(config: CoordinatorConfig) -> Self {
+        Self {
+            config,
+            ..Default::default()
+        }
+    }
+
+    /// Applies one command at time `now`. On error nothing changed.
+    pub fn apply(&mut self, cmd: Command, now: Timestamp) -> Result<Outcome, CoordinatorError> {
+        let mut out = Outcome::default();
+        match cmd {
+            Command::Apply { documents, start } => {
+                self.cmd_apply(documents, start, now, &mut out)?
+            }
+            Command::Operate { app, operation } => {
+                self.cmd_operate(&app, operation, now, &mut out)?
+            }
+            Command::Rollback { app, version } => {
+                self.cmd_rollback(&app, version, now, &mut out)?
+            }
+            Command::RegisterNode { node } => {
+                check(validate::node(&node), "Node", &node.name)?;
+                self.cluster.upsert_node(node);
+            }
+            Command::SetNodeCondition { node, condition } => {
+                self.cmd_node_condition(&node, condition, now, &mut out)?
+            }
+            Command::DeleteTenant { name } => self.cmd_delete_tenant(&name)?,
+            Command::DeletePolicy { name } => {
+                self.policies
+                    .remove(&name)
+                    .ok_or(CoordinatorError::UnknownPolicy(name))?;
+            }
+            Command::DeletePool { name } => self.cmd_delete_pool(&name)?,
+            Command::ReportWorkload { instance, state } => {
+                self.cmd_report_workload(&instance, state, now, &mut out)?
+            }
+            Command::ReportInitJob { job, state } => {
+                self.cmd_report_job(&job, state, now, &mut out)?
+            }
+            Command::Tick => self.cmd_tick(now, &mut out),
+        }
+        Ok(out)
+    }
+
+    fn cmd_apply(
+        &mut self,
+        docs: Vec<Document>,
+        start: bool,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        // Validate everything first so that a bad document changes nothing.
+        let new_tenants: BTreeSet<&str> = docs
+            .iter()
+            .filter_map(|d| match d {
+                Document::Tenant(t) => Some(t.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        for d in &docs {
+            match d {
+                Document::Application(a) => {
+                    check(
+                        validate::application(a),
+                        "Application",
+                        &a.key().to_string(),
+                    )?;
+                    if !self.tenants.contains_key(&a.tenant)
+                        && !new_tenants.contains(a.tenant.as_str())
+                    {
+                        return Err(CoordinatorError::UnknownTenant {
+                            app: a.key(),
+                            tenant: a.tenant.clone(),
+                        });
+                    }
+                }
+                Document::Tenant(t) => check(validate::tenant(t), "Tenant", &t.name)?,
+                Document::Policy(p) => check(policy_errors(p), "Policy", &p.name)?,
+                Document::ResourcePool(p) => check(validate::pool(p), "ResourcePool", &p.name)?,
+                Document::Node(n) => check(validate::node(n), "Node", &n.name)?,
+            }
+        }
+        let rank = |d: &Document| match d {
+            Document::Node(_) => 0,
+            Document::ResourcePool(_) => 1,
+            Document::Tenant(_) => 2,
+            Document::Policy(_) => 3,
+            Document::Application(_) => 4,
+        };
+        let mut docs = docs;
+        docs.sort_by_key(rank);
+        let mut pending = Vec::new();
+        for d in docs {
+            match d {
+                Document::Node(n) => {
+                    self.cluster.upsert_node(n);
+                }
+                Document::ResourcePool(p) => self.cluster.set_pool(p),
+                Document::Tenant(t) => self.upsert_tenant(t),
+                Document::Policy(p) => {
+                    self.policies.insert(p.name.clone(), p);
+                }
+                Document::Application(a) => self.apply_app(a, start, now, out, &mut pending)?,
+            }
+        }
+        if !pending.is_empty() {
+            self.arbitrate_round(pending, now, out);
+        }
+        Ok(())
+    }
+
+    fn upsert_tenant(&mut self, t: crate::model::tenant::Tenant) {
+        match self.tenants.get_mut(&t.name) {
+            Some(e) => e.spec = t,
+            None => {
+                let id = self.next_tenant_id;
+                self.next_tenant_id += 1;
+                self.tenants.insert(
+                    t.name.clone(),
+                    TenantEntry {
+                        id,
+                        spec: t,
+                        usage: Default::default(),
+                        pool_alloc: BTreeMap::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn cmd_operate(
+        &mut self,
+        key: &crate::model::names::AppKey,
+        op: OperationRequest,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        if !self.apps.contains_key(key) {
+            return Err(CoordinatorError::UnknownApp(key.clone()));
+        }
+        match op {
+            OperationRequest::Start => self.op_start(key, now, out),
+            OperationRequest::Stop => self.op_stop(key, now, out),
+            OperationRequest::Delete => self.op_delete(key, now, out),
+            OperationRequest::Scale { workload, replicas } => {
+                self.op_scale(key, &workload, replicas, now, out)
+            }
+            OperationRequest::Restore => self.op_restore(key, now, out),
+            OperationRequest::Retry => self.op_retry(key, now, out),
+        }
+    }
+
+    fn cmd_delete_tenant(&mut self, name: &str) -> Result<(), CoordinatorError> {
+        if !self.tenants.contains_key(name) {
+            return Err(CoordinatorError::NoTenant(name.into()));
+        }
+        let users: Vec<String> = self
+            .apps
+            .keys()
+            .filter(|k| k.tenant == name)
+            .map(|k| format!("application {k}"))
+            .collect();
+        if !users.is_empty() {
+            return Err(CoordinatorError::InUse {
+                what: format!("tenant {name}"),
+                by: users,
+            });
+        }
+        self.tenants.remove(name);
+        Ok(())
+    }
+
+    fn cmd_delete_pool(&mut self, name: &str) -> Result<(), CoordinatorError> {
+        if self.cluster.pool(name).is_none() {
+            return Err(CoordinatorError::UnknownPool(name.into()));
+        }
+        let mut users: Vec<String> = self
+            .apps
+            .values()
+            .filter(|e| e.spec().pool() == name && e.phase.holds_quota())
+            .map(|e| format!("application {}", e.key))
+            .collect();
+        users.extend(
+            self.tenants
+                .values()
+                .filter(|t| t.spec.pools.iter().any(|p| p == name))
+                .map(|t| format!("tenant {}", t.spec.name)),
+        );
+        if !users.is_empty() && name != DEFAULT_POOL {
+            return Err(CoordinatorError::InUse {
+                what: format!("pool {name}"),
+                by: users,
+            });
+        }
+        self.cluster.remove_pool(name);
+        Ok(())
+    }
+
+    fn cmd_node_condition(
+        &mut self,
+        node: &str,
+        condition: NodeCondition,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let idx = self
+            .cluster
+            .index_of(node)
+            .ok_or_else(|| CoordinatorError::UnknownNode(node.into()))?;
+        match condition {
+            NodeCondition::Ready => self.cluster.set_schedulable(idx, true),
+            NodeCondition::Cordoned => self.cluster.set_schedulable(idx, false),
+            NodeCondition::Down => {
+                self.cluster.set_schedulable(idx, false);
+                self.node_lost(idx, now, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The placement view of the cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> CoordinatorConfig {
+        self.config
+    }
+}
+
+fn check(errors: Vec<FieldError>, kind: &str, name: &str) -> Result<(), CoordinatorError> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CoordinatorError::Invalid {
+            kind: kind.into(),
+            name: name.into(),
+            errors,
+        })
+    }
+}
+
+fn policy_errors(p: &Policy) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(e) = crate::model::names::check_name("metadata.name", &p.name) {
+        errs.push(e);
+    }
+    errs.extend(p.rules.validate("spec.rules"));
+    match &p.scope {
+        PolicyScope::Global => {}
+        PolicyScope::Tenant { tenant } => {
+            errs.extend(crate::model::names::check_name("spec.tenant", tenant));
+        }
+        PolicyScope::Application {
+            tenant,
+            application,
+        } => {
+            errs.extend(crate::model::names::check_name("spec.tenant", tenant));
+            errs.extend(crate::model::names::check_name(
+                "spec.application",
+                application,
+            ));
+            if p.rules.fair_share_weight.is_some() {
+                errs.push(FieldError::new(
+                    "spec.rules.fairShareWeight",
+                    "fair-share weight is a tenant's weight; set it at Tenant or Global scope",
+                ));
+            }
+        }
+    }
+    errs
+}

@@ -1,0 +1,458 @@
+//! Read-only queries: list, describe, explain, events, plans, usage.
+
+use super::Coordinator;
+use super::entry::Degradation;
+use crate::admission::Charge;
+use crate::decision::{Decision, DecisionId, Explanation, NamedCandidate, PlacementExplanation};
+use crate::error::CoordinatorError;
+use crate::lifecycle::{LifecycleEvent, Phase};
+use crate::model::names::AppKey;
+use crate::model::policy::Policy;
+use crate::model::tenant::Tenant;
+use crate::model::time::Timestamp;
+use crate::placement::{RejectCounts, ResVec};
+use crate::policy::{EffectivePolicy, PolicyEvaluation, Resolution};
+use crate::reconcile::{Blocked, InitJobId, InstanceId, InstanceKey, ObservedState, Plan};
+use crate::version::{AppVersion, VersionSummary};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One line of `get apps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppSummary {
+    /// Application.
+    pub app: AppKey,
+    /// Phase.
+    pub phase: Phase,
+    /// Version in force.
+    pub version: u32,
+    /// Priority.
+    pub priority: u32,
+    /// Pool.
+    pub pool: String,
+    /// Instances placed.
+    pub instances: u32,
+    /// Instances ready.
+    pub ready: u32,
+    /// Latest event's reason.
+    pub reason: String,
+}
+
+/// An instance as shown by `describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceView {
+    /// Instance id.
+    pub id: InstanceId,
+    /// Node.
+    pub node: Option<String>,
+    /// Observed state.
+    pub state: ObservedState,
+    /// Since when.
+    pub since: Timestamp,
+    /// Restarts counted against the retry budget.
+    pub restarts: u32,
+    /// Why evicted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<String>,
+    /// Version being replaced by this instance (rolling update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacing: Option<u32>,
+}
+
+/// An init job as shown by `describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    /// Job id.
+    pub id: InitJobId,
+    /// Node.
+    pub node: Option<String>,
+    /// Observed state.
+    pub state: ObservedState,
+    /// Runs so far.
+    pub attempts: u32,
+}
+
+/// `describe app X`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppDescription {
+    /// Application.
+    pub app: AppKey,
+    /// Phase.
+    pub phase: Phase,
+    /// Version in force.
+    pub version: u32,
+    /// Every version.
+    pub versions: Vec<VersionSummary>,
+    /// Priority.
+    pub priority: u32,
+    /// Pool.
+    pub pool: String,
+    /// Why degraded.
+    pub degradation: Option<Degradation>,
+    /// Quota held.
+    pub charge: Charge,
+    /// Requests placed.
+    pub allocated: ResVec,
+    /// Policy in force.
+    pub effective: Option<EffectivePolicy>,
+    /// Policies that took part.
+    pub policies: Vec<String>,
+    /// How the policy was resolved.
+    pub resolutions: Vec<Resolution>,
+    /// Instances.
+    pub instances: Vec<InstanceView>,
+    /// Init jobs.
+    pub jobs: Vec<JobView>,
+    /// What waits and why.
+    pub blocked: Vec<Blocked>,
+    /// Lifecycle events, oldest first.
+    pub events: Vec<LifecycleEvent>,
+    /// Decisions, oldest first.
+    pub decisions: Vec<DecisionId>,
+}
+
+impl AppDescription {
+    /// Human rendering.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Application: {}", self.app);
+        let _ = writeln!(s, "Phase:       {}", self.phase);
+        if let Some(d) = &self.degradation {
+            let _ = writeln!(s, "Degraded:    {:?}: {}", d.cause, d.reason);
+        }
+        let _ = writeln!(
+            s,
+            "Version:     {} (of {})",
+            self.version,
+            self.versions.len()
+        );
+        let _ = writeln!(s, "Priority:    {}  Pool: {}", self.priority, self.pool);
+        let _ = writeln!(
+            s,
+            "Quota held:  {} instance(s), {}",
+            self.charge.workloads,
+            self.charge.request.describe()
+        );
+        if !self.policies.is_empty() {
+            let _ = writeln!(s, "Policies:    {}", self.policies.join(", "));
+        }
+        if !self.instances.is_empty() {
+            let _ = writeln!(s, "Instances:");
+            for i in &self.instances {
+                let _ = writeln!(
+                    s,
+                    "  {:<40} {:<14} {}{}{}",
+                    i.id.to_string(),
+                    i.node.as_deref().unwrap_or("-"),
+                    i.state.describe(),
+                    if i.restarts > 0 {
+                        format!(", {} restart(s)", i.restarts)
+                    } else {
+                        String::new()
+                    },
+                    i.evicted
+                        .as_ref()
+                        .map(|e| format!(", evicted: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        if !self.jobs.is_empty() {
+            let _ = writeln!(s, "Init jobs:");
+            for j in &self.jobs {
+                let _ = writeln!(
+                    s,
+                    "  {:<40} {:<14} {} (runs: {})",
+                    j.id.to_string(),
+                    j.node.as_deref().unwrap_or("-"),
+                    j.state.describe(),
+                    j.attempts
+                );
+            }
+        }
+        if !self.blocked.is_empty() {
+            let _ = writeln!(s, "Waiting:");
+            for b in &self.blocked {
+                let _ = writeln!(s, "  {}: {}", b.workload, b.reason);
+            }
+        }
+        let _ = writeln!(s, "Events:");
+        for e in &self.events {
+            let _ = writeln!(s, "  {e}");
+        }
+        if !self.decisions.is_empty() {
+            let ids: Vec<String> = self.decisions.iter().map(|d| d.to_string()).collect();
+            let _ = writeln!(s, "Decisions:   {}", ids.join(", "));
+        }
+        s
+    }
+}
+
+impl Coordinator {
+    /// Every application, by key.
+    pub fn list_apps(&self) -> Vec<AppSummary> {
+        self.apps
+            .values()
+            .map(|e| {
+                let spec = e.spec();
+                let ready = e
+                    .runtime
+                    .instances
+                    .values()
+                    .filter(|i| matches!(i.observed, ObservedState::Ready | ObservedState::Running))
+                    .count() as u32;
+                AppSummary {
+                    app: e.key.clone(),
+                    phase: e.phase,
+                    version: e.current,
+                    priority: spec.spec.priority,
+                    pool: spec.pool().to_string(),
+                    instances: e.runtime.instances.len() as u32,
+                    ready,
+                    reason: e
+                        .events
+                        .last()
+                        .and_then(|&i| self.events.get(i))
+                        .map(|ev| ev.reason.clone())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    /// Phase of `key`, if it exists.
+    pub fn phase(&self, key: &AppKey) -> Option<Phase> {
+        self.apps.get(key).map(|e| e.phase)
+    }
+
+    /// The spec in force and its version.
+    pub fn spec(&self, key: &AppKey) -> Option<(u32, &crate::model::application::Application)> {
+        self.apps.get(key).map(|e| (e.current, e.spec()))
+    }
+
+    /// Every version of `key`.
+    pub fn versions(&self, key: &AppKey) -> Result<&[AppVersion], CoordinatorError> {
+        self.apps
+            .get(key)
+            .map(|e| e.versions.as_slice())
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))
+    }
+
+    /// Full description of `key` at `now` (events, phase, instances, what
+    /// waits and why).
+    pub fn describe(
+        &self,
+        key: &AppKey,
+        now: Timestamp,
+    ) -> Result<AppDescription, CoordinatorError> {
+        let e = self
+            .apps
+            .get(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        let spec = e.spec();
+        let instances = e
+            .runtime
+            .instances
+            .iter()
+            .map(|(k, i)| InstanceView {
+                id: InstanceId {
+                    app: key.clone(),
+                    workload: k.workload.clone(),
+                    replica: k.replica,
+                    version: i.version,
+                },
+                node: i.node.clone(),
+                state: i.observed.clone(),
+                since: i.since,
+                restarts: i.restarts,
+                evicted: i.evicted.clone(),
+                replacing: i.replacing.as_ref().map(|r| r.version),
+            })
+            .collect();
+        let jobs = e
+            .runtime
+            .jobs
+            .iter()
+            .map(|((w, j), st)| JobView {
+                id: InitJobId {
+                    app: key.clone(),
+                    workload: w.clone(),
+                    job: j.clone(),
+                    version: st.version,
+                },
+                node: st.node.clone(),
+                state: st.observed.clone(),
+                attempts: st.attempts,
+            })
+            .collect();
+        Ok(AppDescription {
+            app: key.clone(),
+            phase: e.phase,
+            version: e.current,
+            versions: e
+                .versions
+                .iter()
+                .map(|v| VersionSummary {
+                    version: v.version,
+                    created: v.created,
+                    origin: v.origin,
+                    current: v.version == e.current,
+                })
+                .collect(),
+            priority: spec.spec.priority,
+            pool: spec.pool().to_string(),
+            degradation: e.degradation.clone(),
+            charge: e.charge,
+            allocated: e.allocated,
+            effective: e.effective.clone(),
+            policies: e.policies.clone(),
+            resolutions: e.resolutions.clone(),
+            instances,
+            jobs,
+            blocked: self
+                .current_plan(key, now)
+                .map(|p| p.blocked)
+                .unwrap_or_default(),
+            events: e
+                .events
+                .iter()
+                .filter_map(|&i| self.events.get(i).cloned())
+                .collect(),
+            decisions: e.decisions.clone(),
+        })
+    }
+
+    /// The planner's view of `key` at `now`: actions it would take and what
+    /// waits. Changes nothing.
+    pub fn plan(&self, key: &AppKey, now: Timestamp) -> Result<Plan, CoordinatorError> {
+        self.current_plan(key, now)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))
+    }
+
+    /// A decision record.
+    pub fn decision(&self, id: DecisionId) -> Result<&Decision, CoordinatorError> {
+        id.0.checked_sub(1)
+            .and_then(|i| self.decisions.get(i as usize))
+            .ok_or(CoordinatorError::UnknownDecision(id))
+    }
+
+    /// Every decision, oldest first.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// A policy evaluation record.
+    pub fn evaluation(&self, id: u64) -> Option<&PolicyEvaluation> {
+        id.checked_sub(1)
+            .and_then(|i| self.evaluations.get(i as usize))
+    }
+
+    /// Every policy evaluation, oldest first.
+    pub fn evaluations(&self) -> &[PolicyEvaluation] {
+        &self.evaluations
+    }
+
+    /// Every lifecycle event, oldest first (the audit log).
+    pub fn events(&self) -> &[LifecycleEvent] {
+        &self.events
+    }
+
+    /// Lifecycle events of `key`.
+    pub fn events_of(&self, key: &AppKey) -> Vec<&LifecycleEvent> {
+        self.events.iter().filter(|e| &e.app == key).collect()
+    }
+
+    /// Latest decision of `key`.
+    pub fn latest_decision(&self, key: &AppKey) -> Result<DecisionId, CoordinatorError> {
+        self.apps
+            .get(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?
+            .decisions
+            .last()
+            .copied()
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))
+    }
+
+    /// Tenants with the quota their applications hold.
+    pub fn tenants(&self) -> Vec<(&Tenant, Charge)> {
+        self.tenants.values().map(|t| (&t.spec, t.usage)).collect()
+    }
+
+    /// Policies by name.
+    pub fn policies(&self) -> impl Iterator<Item = &Policy> {
+        self.policies.values()
+    }
+
+    /// Explains a decision: context, candidates, rejections, policies,
+    /// expected and actual outcome.
+    pub fn explain(&self, id: DecisionId) -> Result<Explanation, CoordinatorError> {
+        let d = self.decision(id)?;
+        let app = self.apps.get(&d.app);
+        let name = |i| self.cluster.name(i).to_string();
+        let mut total = RejectCounts::default();
+        let placements = d
+            .placements
+            .iter()
+            .map(|p| {
+                total.merge(&p.rejected);
+                let still_holds = match (app, p.selected) {
+                    (Some(a), Some(sel)) => a
+                        .runtime
+                        .instances
+                        .get(&InstanceKey::new(p.workload.clone(), p.replica))
+                        .and_then(|i| i.slot)
+                        .is_some_and(|(n, _)| n == sel),
+                    _ => false,
+                };
+                PlacementExplanation {
+                    replica: format!("{}/{}", p.workload, p.replica),
+                    selected: p.selected.map(name),
+                    considered: p
+                        .considered
+                        .iter()
+                        .map(|c| NamedCandidate {
+                            node: name(c.node),
+                            score: c.score,
+                        })
+                        .collect(),
+                    rejected: p.rejected,
+                    examined: p.examined,
+                    not_examined: p.not_examined,
+                    still_holds,
+                }
+            })
+            .collect();
+        Ok(Explanation {
+            id: d.id,
+            kind: d.kind,
+            time: d.time,
+            app: d.app.clone(),
+            version: d.version,
+            pool: d.pool.clone(),
+            accepted: d.accepted,
+            reason: d.reason.clone(),
+            constraints: d.constraints.clone(),
+            fair_share: d.fair_share.clone(),
+            placements,
+            rejected_total: total,
+            preemptions: d
+                .preemptions
+                .iter()
+                .map(|p| (p.clone(), name(p.node)))
+                .collect(),
+            checks: d.checks.clone(),
+            policies: d.policies.clone(),
+            resolutions: d
+                .evaluation
+                .and_then(|e| self.evaluation(e))
+                .map(|e| e.resolutions.clone())
+                .unwrap_or_default(),
+            expected: d.expected.clone(),
+            actual_phase: app.map(|a| a.phase),
+        })
+    }
+}

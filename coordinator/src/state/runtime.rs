@@ -1,0 +1,218 @@
+//! Runtime reports and planning: reports update instances and init jobs,
+//! then the pure planner decides the next actions and the lifecycle
+//! transitions they imply.
+
+use super::Coordinator;
+use super::entry::{Degradation, DegradationCause};
+use crate::command::Outcome;
+use crate::error::CoordinatorError;
+use crate::lifecycle::{Input, SystemEvent, Trigger};
+use crate::model::health::CheckKind;
+use crate::model::names::AppKey;
+use crate::model::time::Timestamp;
+use crate::reconcile::{
+    ActionKind, InitJobId, InstanceId, InstanceKey, ObservedState, Plan, PlanInput, Requested, plan,
+};
+
+impl Coordinator {
+    /// Plans `key` now and applies the plan.
+    pub(super) fn replan(&mut self, key: &AppKey, now: Timestamp, out: &mut Outcome) {
+        let Some(p) = self.current_plan(key, now) else {
+            return;
+        };
+        self.apply_plan(key, p, now, out);
+    }
+
+    /// The plan for `key` at `now`, without applying it.
+    pub(super) fn current_plan(&self, key: &AppKey, now: Timestamp) -> Option<Plan> {
+        let e = self.apps.get(key)?;
+        Some(plan(&PlanInput {
+            key,
+            app: e.spec(),
+            version: e.current,
+            phase: e.phase,
+            runtime: &e.runtime,
+            recoverable_degradation: e
+                .degradation
+                .as_ref()
+                .is_none_or(|d| d.cause == DegradationCause::Runtime),
+            now,
+        }))
+    }
+
+    fn apply_plan(&mut self, key: &AppKey, p: Plan, now: Timestamp, out: &mut Outcome) {
+        let Some(e) = self.apps.get_mut(key) else {
+            return;
+        };
+        for a in &p.actions {
+            match &a.kind {
+                ActionKind::Start {
+                    instance, attempt, ..
+                } => {
+                    let k = InstanceKey::new(instance.workload.clone(), instance.replica);
+                    if let Some(inst) = e.runtime.instances.get_mut(&k) {
+                        inst.starts = *attempt;
+                        inst.requested = Some((Requested::Start(*attempt), inst.observations));
+                        if let Some(r) = p.restarts.get(&k) {
+                            inst.restarts = *r;
+                        }
+                    }
+                }
+                ActionKind::RunInitJob { job, attempt, .. } => {
+                    if let Some(j) = e
+                        .runtime
+                        .jobs
+                        .get_mut(&(job.workload.clone(), job.job.clone()))
+                    {
+                        j.attempts = *attempt;
+                        j.requested_at = Some(j.observations);
+                        j.node = Some(a.node.clone());
+                    }
+                }
+                ActionKind::Stop { instance } => {
+                    let k = InstanceKey::new(instance.workload.clone(), instance.replica);
+                    if let Some(old) = e
+                        .runtime
+                        .instances
+                        .get_mut(&k)
+                        .and_then(|i| i.replacing.as_mut())
+                        && old.version == instance.version
+                    {
+                        old.stop_requested = true;
+                    }
+                }
+            }
+        }
+        e.wake_at = p.wake_at;
+        out.actions.extend(p.actions);
+        let Some((ev, reason)) = p.event else {
+            return;
+        };
+        let policies = e.policies.clone();
+        let Ok(step) = self.transition_app(
+            key,
+            Input::Event(ev),
+            Trigger::System,
+            reason.clone(),
+            policies,
+            Vec::new(),
+            now,
+            out,
+        ) else {
+            return;
+        };
+        match ev {
+            SystemEvent::Degrade => {
+                if let Some(e) = self.apps.get_mut(key) {
+                    e.degradation = Some(Degradation {
+                        cause: DegradationCause::Runtime,
+                        reason,
+                    });
+                }
+            }
+            SystemEvent::ExecutionFailed
+            | SystemEvent::RuntimeFailed
+            | SystemEvent::Finished
+            | SystemEvent::Evicted => {
+                let why = match &p.failed_workload {
+                    Some(w) => format!("workload {w} failed: {reason}"),
+                    None => reason,
+                };
+                self.teardown(key, &step.actions, &why, p.failed_workload.as_deref(), out);
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn cmd_report_workload(
+        &mut self,
+        id: &InstanceId,
+        state: ObservedState,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let Some(e) = self.apps.get_mut(&id.app) else {
+            out.notes
+                .push(format!("ignored report for {id}: no such application"));
+            return Ok(());
+        };
+        let readiness = e.spec().workload(&id.workload).is_some_and(|w| {
+            w.health_checks
+                .iter()
+                .any(|h| h.kind == CheckKind::Readiness)
+        });
+        let k = InstanceKey::new(id.workload.clone(), id.replica);
+        let Some(inst) = e.runtime.instances.get_mut(&k) else {
+            out.notes
+                .push(format!("ignored report for {id}: not placed"));
+            return Ok(());
+        };
+        if inst.version == id.version && inst.node.is_some() {
+            let ready =
+                state == ObservedState::Ready || (state == ObservedState::Running && !readiness);
+            inst.observe(state, now);
+            if ready && inst.replacing.take().is_some() {
+                let rolling = e.runtime.instances.values().any(|i| i.replacing.is_some());
+                if !rolling {
+                    out.notes.push(format!(
+                        "{}: rolling update to version {} complete",
+                        id.app, e.current
+                    ));
+                }
+            }
+        } else if let Some(old) = inst.replacing.as_mut().filter(|o| o.version == id.version) {
+            if !state.is_live() {
+                old.stopped = true;
+            }
+        } else {
+            out.notes.push(format!(
+                "ignored report for {id}: instance runs version {}",
+                inst.version
+            ));
+            return Ok(());
+        }
+        self.replan(&id.app, now, out);
+        Ok(())
+    }
+
+    pub(super) fn cmd_report_job(
+        &mut self,
+        id: &InitJobId,
+        state: ObservedState,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let Some(e) = self.apps.get_mut(&id.app) else {
+            out.notes
+                .push(format!("ignored report for {id}: no such application"));
+            return Ok(());
+        };
+        match e
+            .runtime
+            .jobs
+            .get_mut(&(id.workload.clone(), id.job.clone()))
+            .filter(|j| j.version == id.version)
+        {
+            Some(j) => j.observe(state, now),
+            None => {
+                out.notes
+                    .push(format!("ignored report for {id}: no such job run"));
+                return Ok(());
+            }
+        }
+        self.replan(&id.app, now, out);
+        Ok(())
+    }
+
+    pub(super) fn cmd_tick(&mut self, now: Timestamp, out: &mut Outcome) {
+        let due: Vec<AppKey> = self
+            .apps
+            .values()
+            .filter(|e| e.wake_at.is_some_and(|w| w <= now))
+            .map(|e| e.key.clone())
+            .collect();
+        for key in due {
+            self.replan(&key, now, out);
+        }
+    }
+}
