@@ -47,6 +47,37 @@ fn replicas_in_order(
     v
 }
 
+/// Names the dependencies of `workload` that are not ready, if any.
+fn unready_dependencies(
+    e: &super::entry::AppEntry,
+    spec: &Application,
+    workload: &str,
+) -> Option<String> {
+    use crate::model::health::CheckKind;
+    let w = spec.workload(workload)?;
+    let mut not_ready = Vec::new();
+    for d in &w.depends_on {
+        let Some(dw) = spec.workload(d) else { continue };
+        let readiness = dw
+            .health_checks
+            .iter()
+            .any(|h| h.kind == CheckKind::Readiness);
+        let (mut ready, mut total) = (0, 0);
+        for (_, i) in e.runtime.of_workload(d) {
+            total += 1;
+            if i.observed == ObservedState::Ready
+                || (i.observed == ObservedState::Running && !readiness)
+            {
+                ready += 1;
+            }
+        }
+        if total == 0 || ready < total {
+            not_ready.push(format!("{d} ({ready}/{total} ready)"));
+        }
+    }
+    (!not_ready.is_empty()).then(|| format!("dependency not ready: {}", not_ready.join(", ")))
+}
+
 impl Coordinator {
     /// Weighted dominant share of tenant `t` in `pool`.
     fn tenant_share(&self, t: &str, pool: &str, weight: u32) -> u64 {
@@ -615,6 +646,18 @@ impl Coordinator {
             });
         }
         let current = e.target(workload);
+        if replicas > current {
+            // Seed §2.4.4: no scaling up while a downstream dependency is
+            // not ready.
+            if let Some(why) = unready_dependencies(e, &spec, workload) {
+                out.refusals.push(Refusal {
+                    app: key.clone(),
+                    reason: format!("scale {workload} to {replicas} refused: {why}"),
+                    decision: None,
+                });
+                return Ok(());
+            }
+        }
         if replicas == current {
             out.notes
                 .push(format!("{key}: {workload} already has {replicas} replicas"));
