@@ -211,7 +211,7 @@ impl WorkloadInstanceSpec {
             runtime: w.runtime,
             image: w.image.clone(),
             qos: w.qos.unwrap_or_else(|| QosClass::infer(&w.resources)),
-            resources: w.resources.clone(),
+            resources: w.resources,
             lifecycle: w.lifecycle.unwrap_or(*app_policy),
             health_checks: w.health_checks.clone(),
             deadline: None,
@@ -229,7 +229,7 @@ impl WorkloadInstanceSpec {
             runtime: job.runtime.unwrap_or(w.runtime),
             image: job.image.clone(),
             qos: QosClass::infer(&job.resources),
-            resources: job.resources.clone(),
+            resources: job.resources,
             lifecycle: LifecyclePolicy {
                 restart: RestartPolicy::OnFailure,
                 max_retries: Some(job.retries),

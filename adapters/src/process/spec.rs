@@ -279,7 +279,7 @@ struct Ids {
 fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Ids, (&'static str, String)> {
     let account = match user {
         None => None,
-        Some(u) if u.is_empty() => return Err(("user", "must not be empty".into())),
+        Some("") => return Err(("user", "must not be empty".into())),
         Some(u) => {
             let found = match u.parse::<u32>() {
                 Ok(uid) => sys::user_by_uid(uid).map(|a| a.ok_or(uid)),

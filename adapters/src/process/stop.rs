@@ -77,12 +77,12 @@ fn signal_all(
             let _ = kill_process_group(pid, sig);
         }
     }
-    if with_cgroup || child.is_none_or(PidFd::has_exited) {
-        if let Ok(pids) = cgroup.member_pids() {
-            for p in pids {
-                if let Some(pid) = Pid::from_raw(i32::try_from(p).unwrap_or(0)) {
-                    let _ = kill_process(pid, sig);
-                }
+    if (with_cgroup || child.is_none_or(PidFd::has_exited))
+        && let Ok(pids) = cgroup.member_pids()
+    {
+        for p in pids {
+            if let Some(pid) = Pid::from_raw(i32::try_from(p).unwrap_or(0)) {
+                let _ = kill_process(pid, sig);
             }
         }
     }

@@ -3,6 +3,8 @@
 //! on events with deadlines (never sleep-and-hope).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod agent;
+
 use daros_adapters::event::{EventStream, RuntimeEvent, RuntimeEventKind};
 use daros_adapters::instance::{InstanceKey, WorkloadInstanceSpec};
 use daros_adapters::placement::{CgroupPlacement, Placement};
