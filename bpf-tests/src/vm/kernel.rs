@@ -145,6 +145,23 @@ impl PreparedKernel {
     }
 }
 
+const SCRATCH_PREFIX: &str = ".scratch-";
+
+/// A scratch directory in the cache, removed when dropped (also on errors).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The kernel cache directory.
 #[derive(Debug, Clone)]
 pub struct KernelCache {
@@ -249,6 +266,7 @@ impl KernelCache {
         let lock_path = self.root.join("lock");
         let lock = File::create(&lock_path).map_err(io(&lock_path))?;
         lock.lock().map_err(io(&lock_path))?;
+        self.sweep_scratch();
 
         let kernel = match source {
             KernelSource::Current => match self.current()? {
@@ -317,7 +335,8 @@ impl KernelCache {
             return Ok(k);
         }
         let apt_get = host::require(&[host::APT_GET])?.remove(0);
-        let staging = self.fresh_dir(".download")?;
+        let staging = self.fresh_dir("download")?;
+        let staging = staging.path();
         tracing::info!(package, "downloading the guest kernel package");
         let download = |dir: &Path| {
             run(Command::new(&apt_get)
@@ -325,39 +344,50 @@ impl KernelCache {
                 .arg(package)
                 .current_dir(dir))
         };
-        if download(&staging).is_err() {
+        if download(staging).is_err() {
             // The index may name a version the mirror no longer has.
             run(Command::new(&apt_get).arg("update"))?;
-            download(&staging)?;
+            download(staging)?;
         }
-        let deb = std::fs::read_dir(&staging)
-            .map_err(io(&staging))?
+        let deb = std::fs::read_dir(staging)
+            .map_err(io(staging))?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .ok_or_else(|| KernelError::NoVmlinuz(staging.clone()))?;
-        let k = self.unpack(package, &deb);
-        let _ = std::fs::remove_dir_all(&staging);
-        k
+            .ok_or_else(|| KernelError::NoVmlinuz(staging.to_owned()))?;
+        self.unpack(package, &deb)
     }
 
-    fn fresh_dir(&self, prefix: &str) -> Result<PathBuf, KernelError> {
-        let dir = self.root.join(format!("{prefix}-{}", std::process::id()));
+    fn fresh_dir(&self, prefix: &str) -> Result<Scratch, KernelError> {
+        let dir = self
+            .root
+            .join(format!("{SCRATCH_PREFIX}{prefix}-{}", std::process::id()));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
         }
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        Ok(dir)
+        Ok(Scratch(dir))
+    }
+
+    /// Removes scratch directories of preparations that were killed. Only called with the
+    /// lock held, so no live preparation owns one.
+    fn sweep_scratch(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        for e in entries.filter_map(Result::ok) {
+            if e.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
 
     fn unpack(&self, package: &str, deb: &Path) -> Result<PreparedKernel, KernelError> {
         host::require(&[host::XZ])?;
         let dpkg_deb = host::require(&[host::DPKG_DEB])?.remove(0);
         let version = deb_field(&dpkg_deb, deb, "Version")?;
-        let staging = self.fresh_dir(".unpack")?;
-        let result = self.unpack_into(package, &version, deb, &dpkg_deb, &staging);
-        let _ = std::fs::remove_dir_all(&staging);
-        result
+        let staging = self.fresh_dir("unpack")?;
+        self.unpack_into(package, &version, deb, &dpkg_deb, staging.path())
     }
 
     fn unpack_into(
@@ -481,6 +511,24 @@ mod tests {
         assert_eq!(c.root(), Path::new("/x"));
         let from_env = KernelCache::from_env();
         assert!(from_env.root().ends_with("daros-vm") || std::env::var_os(ENV_CACHE).is_some());
+    }
+
+    #[test]
+    fn scratch_dirs_go_away_on_drop_and_on_the_next_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::at(dir.path());
+        let s = cache.fresh_dir("download").unwrap();
+        let p = s.path().to_owned();
+        std::fs::write(p.join("x.deb"), "x").unwrap();
+        drop(s);
+        assert!(!p.exists());
+        // A killed preparation leaves one behind; the next one (holding the lock) sweeps it.
+        let stale = dir.path().join(".scratch-unpack-1");
+        std::fs::create_dir_all(stale.join("tree")).unwrap();
+        std::fs::create_dir(dir.path().join("linux-image-keep")).unwrap();
+        cache.sweep_scratch();
+        assert!(!stale.exists());
+        assert!(dir.path().join("linux-image-keep").exists());
     }
 
     #[test]
