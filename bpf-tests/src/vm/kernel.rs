@@ -4,7 +4,8 @@
 //!
 //! Cache layout (`<root>` from [`KernelCache::from_env`]):
 //! `<root>/lock` (serialises preparation), `<root>/current` (name of the prepared
-//! package), `<root>/<package>/{kernel.json,vmlinux,config,modules/*.ko,initramfs.cpio}`.
+//! package), `<root>/<package>/{kernel.json,vmlinux,config,modules/*.ko,initramfs.cpio}`,
+//! and `<root>/.scratch-*` while a package is downloaded and unpacked.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
