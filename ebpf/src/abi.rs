@@ -76,8 +76,9 @@ pub struct BucketCfg {
     pub configured_bps: u64,
     pub floor_cap_bps: u64,
     pub burst_bytes: u64,
+    pub configured_burst: u64,
+    pub configured_debt_ms: u32,
     pub flags: u32,
-    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -233,7 +234,7 @@ mod tests {
             "cg_index_entry" => IndexEntry { cgroup_id, slot, _pad },
             "cg_dir_counters" => DirCountersRaw { bytes, packets, drop_bytes, drop_packets, marked_packets },
             "cg_net_counters" => NetCountersRaw { dir },
-            "cg_bucket_cfg" => BucketCfg { ns_per_byte, burst_ns, debt_ns, rate_bps, configured_bps, floor_cap_bps, burst_bytes, flags, _pad },
+            "cg_bucket_cfg" => BucketCfg { ns_per_byte, burst_ns, debt_ns, rate_bps, configured_bps, floor_cap_bps, burst_bytes, configured_burst, configured_debt_ms, flags },
             "cg_net_cfg" => NetCfg { cgroup_id, _reserved, dir },
             "cg_bucket_state" => BucketState { tat_ns, throttled_since_ns, last_drop_event_ns, unreported_drops, _pad },
             "cg_net_state" => NetState { dir },

@@ -20,6 +20,11 @@ pub const MAX_RATE_BPS: u64 = 100_000_000_000;
 pub const MIN_BURST_BYTES: u64 = 256 * 1024;
 /// Default burst window: the bucket absorbs this much time at the capped rate.
 pub const DEFAULT_BURST_MS: u64 = 20;
+/// Depth of the debt zone (pass with notification) in time at the capped rate. A packet
+/// dropped locally while the socket has nothing in flight leaves TCP waiting for its probe
+/// timer (at least TCP_RTO_MIN, 200 ms); the bucket must keep that much credit, or the stall
+/// is throughput lost below the cap. Measured in docs/ebpf.md.
+pub const DEBT_WINDOW_NS: u64 = 250_000_000;
 
 /// A bandwidth cap on one direction of one workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +35,10 @@ pub struct Cap {
     /// Bucket depth in bytes; default `max(256 KiB, 20 ms at rate_bps)`.
     #[serde(default)]
     pub burst_bytes: Option<u64>,
+    /// Depth of the debt zone beyond the burst, in ms at `rate_bps` (packets pass with
+    /// congestion notification there); default [`DEBT_WINDOW_NS`].
+    #[serde(default)]
+    pub debt_ms: Option<u64>,
 }
 
 /// Why a cap was refused.
@@ -38,6 +47,9 @@ pub enum CapError {
     /// `rate_bps` out of range.
     #[error("cap rate_bps = {0}: must be between {MIN_RATE_BPS} and {MAX_RATE_BPS} bytes/s")]
     Rate(u64),
+    /// `debt_ms` out of range.
+    #[error("cap debt_ms = {0}: must be between 0 and 10000")]
+    Debt(u64),
     /// `burst_bytes` too small.
     #[error(
         "cap burst_bytes = {0}: must be at least {MIN_BURST_BYTES} (loopback/GSO skbs are up to 64 KiB and more)"
@@ -51,6 +63,7 @@ impl Cap {
         Self {
             rate_bps,
             burst_bytes: None,
+            debt_ms: None,
         }
     }
 
@@ -63,6 +76,11 @@ impl Cap {
             && b < MIN_BURST_BYTES
         {
             return Err(CapError::Burst(b));
+        }
+        if let Some(d) = self.debt_ms
+            && d > 10_000
+        {
+            return Err(CapError::Debt(d));
         }
         Ok(())
     }
@@ -88,6 +106,10 @@ pub(crate) fn bucket_cfg(
 ) -> Result<BucketCfg, CapError> {
     let mut cfg = BucketCfg {
         configured_bps: configured.map_or(0, |c| c.rate_bps),
+        configured_burst: configured.and_then(|c| c.burst_bytes).unwrap_or(0),
+        configured_debt_ms: configured
+            .and_then(|c| c.debt_ms)
+            .map_or(0, |d| u32::try_from(d + 1).unwrap_or(u32::MAX)),
         floor_cap_bps: floor_cap.unwrap_or(0),
         flags: if ecn { CFG_F_ECN } else { 0 },
         ..BucketCfg::default()
@@ -104,11 +126,22 @@ pub(crate) fn bucket_cfg(
         .unwrap_or(u64::MAX)
         .max(1);
     cfg.burst_ns = ns(burst);
-    // Debt window: one more burst; measured to keep TCP near the cap (docs/ebpf.md).
-    cfg.debt_ns = ns(burst);
+    cfg.debt_ns = match cap.debt_ms {
+        Some(ms) => ms * 1_000_000,
+        None => ns(burst).max(DEBT_WINDOW_NS),
+    };
     cfg.rate_bps = cap.rate_bps;
     cfg.burst_bytes = burst;
     Ok(cfg)
+}
+
+/// The operator cap stored in `cfg`, as it was configured.
+pub(crate) fn configured_cap(cfg: &BucketCfg) -> Option<Cap> {
+    (cfg.configured_bps != 0).then(|| Cap {
+        rate_bps: cfg.configured_bps,
+        burst_bytes: (cfg.configured_burst != 0).then_some(cfg.configured_burst),
+        debt_ms: cfg.configured_debt_ms.checked_sub(1).map(u64::from),
+    })
 }
 
 /// The tighter of two optional caps.
@@ -141,7 +174,7 @@ mod tests {
         assert_eq!(Cap::rate(50_000_000).effective_burst(), 1_000_000);
         let cfg = bucket_cfg(Some(Cap::rate(50_000_000)), None, None, true).unwrap();
         assert_eq!(cfg.burst_ns, 20_000_000);
-        assert_eq!(cfg.debt_ns, 20_000_000);
+        assert_eq!(cfg.debt_ns, DEBT_WINDOW_NS);
         assert_eq!(cfg.flags, CFG_F_ECN);
     }
 
@@ -152,6 +185,7 @@ mod tests {
         let e = Cap {
             rate_bps: 1_000_000,
             burst_bytes: Some(1000),
+            debt_ms: None,
         }
         .validate()
         .unwrap_err();
@@ -172,6 +206,30 @@ mod tests {
         assert_eq!(
             (cfg.rate_bps, cfg.configured_bps, cfg.floor_cap_bps),
             (5_000_000, 9_000_000, 5_000_000)
+        );
+    }
+
+    #[test]
+    fn configured_cap_round_trips() {
+        for cap in [
+            Cap::rate(5_000_000),
+            Cap {
+                rate_bps: 7_000_000,
+                burst_bytes: Some(MIN_BURST_BYTES * 2),
+                debt_ms: Some(0),
+            },
+            Cap {
+                rate_bps: 7_000_000,
+                burst_bytes: None,
+                debt_ms: Some(900),
+            },
+        ] {
+            let cfg = bucket_cfg(Some(cap), Some(cap), None, false).unwrap();
+            assert_eq!(configured_cap(&cfg), Some(cap));
+        }
+        assert_eq!(
+            configured_cap(&bucket_cfg(None, None, None, false).unwrap()),
+            None
         );
     }
 

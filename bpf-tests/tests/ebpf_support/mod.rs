@@ -291,3 +291,126 @@ impl Drop for Proc {
 pub fn now_ns() -> u64 {
     daros_ebpf::floor_runner::monotonic_ns()
 }
+
+/// What `loadgen recv` reported: total bytes and (monotonic ns, running total) samples.
+#[derive(Debug, Clone)]
+pub struct RecvReport {
+    pub bytes: u64,
+    pub samples: Vec<(u64, u64)>,
+}
+
+impl RecvReport {
+    /// Bytes per second received between monotonic times `t0` and `t1` (interpolated
+    /// from the nearest samples inside the window).
+    pub fn rate(&self, t0: u64, t1: u64) -> f64 {
+        let inside: Vec<&(u64, u64)> = self
+            .samples
+            .iter()
+            .filter(|(t, _)| *t >= t0 && *t <= t1)
+            .collect();
+        assert!(inside.len() >= 2, "no samples in window");
+        let (a, b) = (inside[0], inside[inside.len() - 1]);
+        (b.1 - a.1) as f64 * 1e9 / (b.0 - a.0) as f64
+    }
+
+    /// Monotonic time of the first received byte.
+    pub fn first_byte_ns(&self) -> u64 {
+        self.samples
+            .iter()
+            .find(|(_, b)| *b > 0)
+            .map(|(t, _)| *t)
+            .expect("received something")
+    }
+}
+
+/// A running `loadgen recv`.
+pub struct Receiver {
+    proc: Proc,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    pub addr: String,
+}
+
+fn placement(cmd: &mut Command, cgroup: &Path, netns: Option<&str>) {
+    cmd.arg("--cgroup").arg(cgroup);
+    if let Some(ns) = netns {
+        cmd.args(["--netns", ns]);
+    }
+}
+
+impl Receiver {
+    pub fn start(cgroup: &Path, netns: Option<&str>, listen: &str, conns: usize) -> Self {
+        use std::io::BufRead;
+        let mut cmd = Command::new(datapath_bin());
+        cmd.args([
+            "loadgen",
+            "recv",
+            "--listen",
+            listen,
+            "--conns",
+            &conns.to_string(),
+        ]);
+        placement(&mut cmd, cgroup, netns);
+        cmd.stdout(Stdio::piped());
+        let mut proc = Proc::spawn(&mut cmd);
+        let stdout = proc.0.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let first = lines.next().expect("receiver prints its address").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let addr = v["listening"].as_str().unwrap().to_owned();
+        Self { proc, lines, addr }
+    }
+
+    pub fn finish(mut self, timeout: Duration) -> RecvReport {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.proc.0.try_wait().unwrap() {
+                assert!(status.success(), "receiver failed: {status}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "receiver did not finish within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let line = self.lines.next().expect("receiver report").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let samples = v["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s[0].as_u64().unwrap(), s[1].as_u64().unwrap()))
+            .collect();
+        RecvReport {
+            bytes: v["bytes"].as_u64().unwrap(),
+            samples,
+        }
+    }
+}
+
+/// What `loadgen send` reported.
+#[derive(Debug, Clone, Copy)]
+pub struct SendReport {
+    pub bytes: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Starts `loadgen send` (`args`: --secs/--bytes/--rate/--streams ...).
+pub fn start_sender(cgroup: &Path, netns: Option<&str>, addr: &str, args: &[&str]) -> Proc {
+    let mut cmd = Command::new(datapath_bin());
+    cmd.args(["loadgen", "send", "--connect", addr]).args(args);
+    placement(&mut cmd, cgroup, netns);
+    cmd.stdout(Stdio::piped());
+    Proc::spawn(&mut cmd)
+}
+
+pub fn send_report(out: &str) -> SendReport {
+    let v: serde_json::Value =
+        serde_json::from_str(out.lines().last().expect("sender report")).unwrap();
+    SendReport {
+        bytes: v["bytes"].as_u64().unwrap(),
+        start_ns: v["start_ns"].as_u64().unwrap(),
+        end_ns: v["end_ns"].as_u64().unwrap(),
+    }
+}

@@ -59,9 +59,10 @@ struct cg_bucket_cfg {
 	__u64 rate_bps;       /* effective cap in bytes/s (what ns_per_byte encodes) */
 	__u64 configured_bps; /* operator cap, 0 = none */
 	__u64 floor_cap_bps;  /* cap set by the floor controller, 0 = none */
-	__u64 burst_bytes;    /* burst as configured, for read-back */
-	__u32 flags;          /* CG_CFG_F_* */
-	__u32 _pad;
+	__u64 burst_bytes;    /* effective burst, for read-back */
+	__u64 configured_burst;   /* operator cap's burst_bytes, 0 = default */
+	__u32 configured_debt_ms; /* operator cap's debt_ms + 1, 0 = default */
+	__u32 flags;              /* CG_CFG_F_* */
 };
 
 #define CG_CFG_F_ECN 1 /* ingress: mark ECN CE while in debt */

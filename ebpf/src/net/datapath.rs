@@ -324,10 +324,7 @@ impl NetDatapath {
             .ok_or(Error::UnknownWorkload(cgroup))?;
         let mut cfg = self.reader.cfg_at(slot)?;
         let cur = cfg.dir[dir.index()];
-        let configured = nonzero(cur.configured_bps).map(|rate| Cap {
-            rate_bps: rate,
-            burst_bytes: None,
-        });
+        let configured = bucket::configured_cap(&cur);
         let ecn = cur.flags & abi::CFG_F_ECN != 0;
         let floor = rate_bps.map(|r| r.clamp(bucket::MIN_RATE_BPS, bucket::MAX_RATE_BPS));
         cfg.dir[dir.index()] = dir_cfg(configured, floor, dir, ecn)?;
@@ -404,10 +401,7 @@ fn dir_cfg(
     dir: Direction,
     ecn: bool,
 ) -> Result<abi::BucketCfg> {
-    let floor_cap = floor.map(|rate_bps| Cap {
-        rate_bps,
-        burst_bytes: None,
-    });
+    let floor_cap = floor.map(Cap::rate);
     let effective = bucket::tighter(configured, floor_cap);
     Ok(bucket::bucket_cfg(
         effective,

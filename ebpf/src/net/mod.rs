@@ -62,7 +62,7 @@ impl Direction {
 
 /// Caps requested for one workload by the operator (static caps; the floor controller may set
 /// tighter ones on top, see [`NetDatapath::set_floor_cap`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetLimits {
     /// Cap on bytes sent.
@@ -71,24 +71,11 @@ pub struct NetLimits {
     /// Cap on bytes received.
     #[serde(default)]
     pub ingress: Option<Cap>,
-    /// Ingress: mark ECN CE instead of only dropping while in small debt (effective for
-    /// ECN-capable flows).
-    #[serde(default = "default_true")]
+    /// Ingress: mark ECN CE on ECN-capable packets while in debt. Off by default: with BBR
+    /// (the default congestion control here) CE marks stalled senders and halved the
+    /// throughput under an ingress cap, while plain pass-then-drop held it (docs/ebpf.md).
+    #[serde(default)]
     pub ingress_ecn: bool,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-impl Default for NetLimits {
-    fn default() -> Self {
-        Self {
-            egress: None,
-            ingress: None,
-            ingress_ecn: true,
-        }
-    }
 }
 
 impl NetLimits {
