@@ -31,6 +31,12 @@ pub struct TestRoot {
 
 impl TestRoot {
     pub fn new(tag: &str) -> Self {
+        Self::named(&unique_name(tag))
+    }
+
+    /// A root with exactly this name (must start with `daros-test-` or `daros-bench-`).
+    pub fn named(name: &str) -> Self {
+        assert!(name.starts_with("daros-test-") || name.starts_with("daros-bench-"));
         let backend = AnyBackend::detect().expect("cgroups mounted");
         let disks: Vec<(u32, u32)> = whole_disks(
             Path::new("/sys/block"),
@@ -39,9 +45,8 @@ impl TestRoot {
         .into_iter()
         .map(|d| (d.major, d.minor))
         .collect();
-        let root =
-            ManagedRoot::ensure(backend, CgroupPath::new(&unique_name(tag)).unwrap(), &disks)
-                .expect("create test managed root (tests need root)");
+        let root = ManagedRoot::ensure(backend, CgroupPath::new(name).unwrap(), &disks)
+            .expect("create test managed root (tests need root)");
         TestRoot { root }
     }
 
