@@ -317,17 +317,34 @@ impl NetDatapath {
         dir: Direction,
         rate_bps: Option<u64>,
     ) -> Result<()> {
-        let slot = *self
+        let slot = self
             .reader
-            .keys()?
-            .get(&cgroup.0)
+            .slots
+            .slot(cgroup.0)
             .ok_or(Error::UnknownWorkload(cgroup))?;
         let mut cfg = self.reader.cfg_at(slot)?;
         let cur = cfg.dir[dir.index()];
         let configured = bucket::configured_cap(&cur);
         let ecn = cur.flags & abi::CFG_F_ECN != 0;
         let floor = rate_bps.map(|r| r.clamp(bucket::MIN_RATE_BPS, bucket::MAX_RATE_BPS));
-        cfg.dir[dir.index()] = dir_cfg(configured, floor, dir, ecn)?;
+        let new = dir_cfg(configured, floor, dir, ecn)?;
+        if cur.ns_per_byte == 0 && new.ns_per_byte != 0 {
+            // The workload is being capped because it already takes more than its share:
+            // start with the bucket spent, so the cap bites now instead of after a full
+            // burst and debt window at line rate.
+            let mut state = self
+                .reader
+                .state
+                .get(&slot, 0)
+                .map_err(|e| Error::map(n::STATE, "reading", e))?;
+            state.dir[dir.index()].tat_ns =
+                crate::floor_runner::monotonic_ns() + new.burst_ns + new.debt_ns;
+            self.reader
+                .state
+                .set(slot, state, 0)
+                .map_err(|e| Error::map(n::STATE, "writing", e))?;
+        }
+        cfg.dir[dir.index()] = new;
         self.write_cfg(slot, &cfg)
     }
 
