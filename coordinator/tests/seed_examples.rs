@@ -404,7 +404,7 @@ fn transitions_of_the_diagram() {
     let out = operate(&mut c, &k, OperationRequest::Stop, 2002).unwrap();
     assert_eq!(transitions(&out), ["Running->Terminated"]);
     assert_eq!(out.events[0].trigger, Trigger::User);
-    assert_eq!(stopped(&out), [w.clone()]);
+    assert_eq!(stopped(&out), std::slice::from_ref(&w));
     assert_eq!(
         transitions(&operate(&mut c, &k, OperationRequest::Delete, 2003).unwrap()),
         ["Terminated->[deleted]"]

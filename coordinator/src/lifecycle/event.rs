@@ -29,7 +29,7 @@ impl fmt::Display for Trigger {
 }
 
 /// Where a transition led: a phase, or out of existence (`[*]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Target {
     /// A phase.

@@ -13,7 +13,7 @@ use crate::command::{Command, NodeCondition, OperationRequest, Outcome};
 use crate::decision::Decision;
 use crate::error::CoordinatorError;
 use crate::field::FieldError;
-use crate::lifecycle::LifecycleEvent;
+use crate::lifecycle::{Input, LifecycleEvent, Operation, Phase, transition};
 use crate::model::policy::{Policy, PolicyScope};
 use crate::model::pool::DEFAULT_POOL;
 use crate::model::time::Timestamp;
@@ -142,6 +142,18 @@ impl Coordinator {
                             app: a.key(),
                             tenant: a.tenant.clone(),
                         });
+                    }
+                    // A changed spec is an UpdateSpec: refuse it up front
+                    // where the phase does not accept it.
+                    if let Some(e) = self.apps.get(&a.key()) {
+                        if e.phase != Phase::Rejected && e.spec() != a {
+                            transition(e.phase, Input::Op(Operation::UpdateSpec)).map_err(
+                                |source| CoordinatorError::Illegal {
+                                    app: a.key(),
+                                    source,
+                                },
+                            )?;
+                        }
                     }
                 }
                 Document::Tenant(t) => check(validate::tenant(t), "Tenant", &t.name)?,
