@@ -145,15 +145,16 @@ impl Coordinator {
                     }
                     // A changed spec is an UpdateSpec: refuse it up front
                     // where the phase does not accept it.
-                    if let Some(e) = self.apps.get(&a.key()) {
-                        if e.phase != Phase::Rejected && e.spec() != a {
-                            transition(e.phase, Input::Op(Operation::UpdateSpec)).map_err(
-                                |source| CoordinatorError::Illegal {
-                                    app: a.key(),
-                                    source,
-                                },
-                            )?;
-                        }
+                    if let Some(e) = self.apps.get(&a.key())
+                        && e.phase != Phase::Rejected
+                        && e.spec() != a
+                    {
+                        transition(e.phase, Input::Op(Operation::UpdateSpec)).map_err(
+                            |source| CoordinatorError::Illegal {
+                                app: a.key(),
+                                source,
+                            },
+                        )?;
                     }
                 }
                 Document::Tenant(t) => check(validate::tenant(t), "Tenant", &t.name)?,
