@@ -142,44 +142,63 @@ impl EventBus {
     /// A new subscription, seeing events sent from now on.
     pub fn subscribe(&self) -> EventStream {
         EventStream {
-            rx: self.tx.subscribe(),
+            rxs: vec![self.tx.subscribe()],
         }
     }
 }
 
-/// A subscription to an adapter's events.
+/// A subscription to the events of one adapter or several (merged).
 #[derive(Debug)]
 pub struct EventStream {
-    rx: broadcast::Receiver<RuntimeEvent>,
+    rxs: Vec<broadcast::Receiver<RuntimeEvent>>,
+}
+
+fn lagged(missed: u64) -> RuntimeEvent {
+    RuntimeEvent {
+        id: crate::instance::RuntimeId::new(crate::instance::AdapterKind::Process, "-"),
+        key: None,
+        time: crate::time::now(),
+        kind: RuntimeEventKind::Lagged { missed },
+    }
 }
 
 impl EventStream {
-    /// The next event; `None` once the adapter is gone. A subscriber that
+    /// One stream of the events of all of `streams`.
+    pub fn merge(streams: impl IntoIterator<Item = EventStream>) -> Self {
+        Self {
+            rxs: streams.into_iter().flat_map(|s| s.rxs).collect(),
+        }
+    }
+
+    /// The next event; `None` once every adapter is gone. A subscriber that
     /// fell behind gets one `Lagged` event and should re-inspect.
     pub async fn next(&mut self) -> Option<RuntimeEvent> {
-        match self.rx.recv().await {
-            Ok(ev) => Some(ev),
-            Err(broadcast::error::RecvError::Closed) => None,
-            Err(broadcast::error::RecvError::Lagged(missed)) => Some(RuntimeEvent {
-                id: crate::instance::RuntimeId::new(crate::instance::AdapterKind::Process, "-"),
-                key: None,
-                time: crate::time::now(),
-                kind: RuntimeEventKind::Lagged { missed },
-            }),
+        loop {
+            if self.rxs.is_empty() {
+                return None;
+            }
+            let (res, idx, _) =
+                futures::future::select_all(self.rxs.iter_mut().map(|rx| Box::pin(rx.recv())))
+                    .await;
+            match res {
+                Ok(ev) => return Some(ev),
+                Err(broadcast::error::RecvError::Lagged(missed)) => return Some(lagged(missed)),
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.rxs.remove(idx);
+                }
+            }
         }
     }
 
     /// The next event if one is already queued.
     pub fn try_next(&mut self) -> Option<RuntimeEvent> {
-        match self.rx.try_recv() {
-            Ok(ev) => Some(ev),
-            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(RuntimeEvent {
-                id: crate::instance::RuntimeId::new(crate::instance::AdapterKind::Process, "-"),
-                key: None,
-                time: crate::time::now(),
-                kind: RuntimeEventKind::Lagged { missed },
-            }),
-            Err(_) => None,
+        for rx in &mut self.rxs {
+            match rx.try_recv() {
+                Ok(ev) => return Some(ev),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => return Some(lagged(missed)),
+                Err(_) => {}
+            }
         }
+        None
     }
 }

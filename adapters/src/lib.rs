@@ -17,12 +17,12 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
-// pub mod any;
+pub mod any;
 pub mod error;
 pub mod event;
 pub mod health;
 pub mod instance;
-// pub mod kubernetes;
+pub mod kubernetes;
 pub mod logs;
 pub mod placement;
 pub mod process;
@@ -32,7 +32,7 @@ mod sys;
 pub mod time;
 
 pub use adapter::{DestroyOptions, LogQuery, RuntimeAdapter, RuntimeCapabilities};
-// pub use any::{AdapterSet, AnyAdapter};
+pub use any::{AdapterSet, AnyAdapter};
 pub use error::AdapterError;
 pub use event::{EventStream, RuntimeEvent, RuntimeEventKind};
 pub use instance::{AdapterKind, InstanceKey, RuntimeId, WorkloadInstanceSpec};
