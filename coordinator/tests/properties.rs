@@ -55,10 +55,13 @@ enum Step {
     Tick,
 }
 
+/// cpu cores, max applications, max workloads, priority ceiling.
+type QuotaGen = (Option<u32>, Option<u32>, Option<u32>, u32);
+
 #[derive(Debug, Clone)]
 struct Scenario {
     nodes: Vec<NodeGen>,
-    quotas: Vec<(Option<u32>, Option<u32>, Option<u32>, u32)>,
+    quotas: Vec<QuotaGen>,
     preemption: bool,
     overcommit_tenths: u32,
     spread: Option<u32>,
