@@ -23,5 +23,7 @@ pub mod gpu;
 pub mod metrics;
 /// API data types (node, workloads, capabilities, GPU, pressure).
 pub mod model;
+/// QoS enforcement: classes and floors → cgroup knobs, admission, protection loop.
+pub mod qos;
 /// Sensing: node and workload counters, rates, discovery, the sampler thread.
 pub mod sensing;

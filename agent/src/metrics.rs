@@ -538,8 +538,16 @@ impl Collector for SnapshotCollector {
 
 /// A registry holding the snapshot collector.
 pub fn registry(latest: Arc<Latest>) -> Registry {
+    registry_with(latest, Vec::new())
+}
+
+/// A registry holding the snapshot collector and `extra` ones (QoS, ...).
+pub fn registry_with(latest: Arc<Latest>, extra: Vec<Box<dyn Collector>>) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(SnapshotCollector { latest }));
+    for c in extra {
+        r.register_collector(c);
+    }
     r
 }
 
@@ -614,10 +622,15 @@ async fn metrics(State(reg): State<Arc<Registry>>, headers: axum::http::HeaderMa
 
 /// The router of the metrics listener (`GET /metrics`).
 pub fn router(latest: Arc<Latest>) -> Router {
+    router_with(latest, Vec::new())
+}
+
+/// The router of the metrics listener with `extra` collectors.
+pub fn router_with(latest: Arc<Latest>, extra: Vec<Box<dyn Collector>>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .fallback(|| async { (StatusCode::NOT_FOUND, "only /metrics is served here\n") })
-        .with_state(Arc::new(registry(latest)))
+        .with_state(Arc::new(registry_with(latest, extra)))
 }
 
 #[cfg(test)]

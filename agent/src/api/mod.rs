@@ -7,6 +7,7 @@ pub mod error;
 pub mod health;
 pub mod node;
 pub mod openapi;
+pub mod qos;
 pub mod socket;
 pub mod workloads;
 
@@ -30,6 +31,8 @@ pub struct AppState {
     pub caps: Arc<Capabilities>,
     /// Sampling interval (for staleness checks).
     pub interval: Duration,
+    /// QoS enforcement (`None` when `[qos] enabled = false`).
+    pub qos: Option<Arc<crate::qos::QosService>>,
 }
 
 /// A path parameter or query parameter of a route, for the OpenAPI document.
@@ -72,6 +75,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(node::routes());
     r.extend(workloads::routes());
     r.extend(caps::routes());
+    r.extend(qos::routes());
     r.push(openapi::route());
     r
 }

@@ -5,11 +5,13 @@
 
 pub mod duration;
 pub mod load;
+pub mod qos;
 pub mod sections;
 pub mod validate;
 
 pub use duration::HumanDuration;
 pub use load::{DEFAULT_CONFIG_FILE, Overrides, load};
+pub use qos::QosSection;
 pub use sections::{
     AgentSection, ApiSection, CgroupSection, Config, DiscoverySection, GpuSection, LogFormat,
     MetricsSection, SensingSection,

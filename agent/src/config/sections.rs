@@ -25,6 +25,8 @@ pub struct Config {
     pub metrics: MetricsSection,
     /// GPU collection.
     pub gpu: GpuSection,
+    /// QoS enforcement.
+    pub qos: super::qos::QosSection,
 }
 
 /// Log output format.

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod notify;
+pub mod qos;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -180,9 +181,11 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     let mut sampler = Sampler::new(sampler_cfg, backend.clone(), gpu)
         .map_err(startup("opening node counters"))?;
 
+    let mut managed = None;
     let (notes, dirs) =
         match ManagedRoot::ensure(backend.clone(), managed_root.clone(), &sampler.disks()) {
             Ok(m) => {
+                managed = Some(m.clone());
                 for n in m.notes() {
                     warn!(note = %n, "managed root degraded");
                 }
@@ -220,19 +223,31 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     let wait_stop = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let qos = qos::start(&cfg, managed);
     let state = AppState {
         latest: Arc::clone(&latest),
         caps: Arc::new(caps),
         interval,
+        qos: qos.clone(),
     };
     let api_server = tokio::spawn(
         axum::serve(listener, api::router(state))
             .with_graceful_shutdown(wait_stop(stop_rx.clone()))
             .into_future(),
     );
+    let qos_metrics: Vec<Box<dyn prometheus_client::collector::Collector>> = qos
+        .iter()
+        .map(|q| {
+            Box::new(crate::qos::metrics::QosCollector::new(Arc::clone(q)))
+                as Box<dyn prometheus_client::collector::Collector>
+        })
+        .collect();
+    let qos_reconcile = qos
+        .as_ref()
+        .map(|q| qos::reconcile_loop(Arc::clone(q), cfg.qos.reconcile_interval.0, stop_rx.clone()));
     let metrics_server = metrics_listener.map(|l| {
         tokio::spawn(
-            axum::serve(l, metrics::router(Arc::clone(&latest)))
+            axum::serve(l, metrics::router_with(Arc::clone(&latest), qos_metrics))
                 .with_graceful_shutdown(wait_stop(stop_rx.clone()))
                 .into_future(),
         )
@@ -262,6 +277,13 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     }
     if let Some(m) = metrics_server {
         let _ = tokio::time::timeout(grace, m).await;
+    }
+    if let Some(r) = qos_reconcile {
+        let _ = tokio::time::timeout(grace, r).await;
+    }
+    if let Some(q) = &qos {
+        // Holds are released so no workload stays throttled without the agent.
+        q.shutdown();
     }
     handle.stop();
     drop(socket_guard);

@@ -19,6 +19,23 @@ pub const IO_SERVICED: &str = "blkio.throttle.io_serviced_recursive";
 pub const READ_BPS_DEVICE: &str = "blkio.throttle.read_bps_device";
 /// Write bandwidth limit per device.
 pub const WRITE_BPS_DEVICE: &str = "blkio.throttle.write_bps_device";
+/// Proportional weight (CFQ, removed in Linux 5.0).
+pub const WEIGHT: &str = "blkio.weight";
+/// Proportional weight of BFQ (1–1000), where BFQ exposes it.
+pub const BFQ_WEIGHT: &str = "blkio.bfq.weight";
+
+/// Parses a `blkio.throttle.*_device` file (`MAJ:MIN value` per line) into
+/// `(major, minor, value)`.
+pub fn parse_device_limits(text: &str) -> Vec<(u32, u32, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            let (ma, mi) = parse_dev(p.next()?.as_bytes())?;
+            let v = parse_u64(p.next()?.as_bytes())?;
+            Some((ma, mi, v))
+        })
+        .collect()
+}
 
 /// Which counter pair a file fills.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +101,15 @@ mod tests {
         assert_eq!((d.major, d.minor), (254, 0));
         assert_eq!((d.rbytes, d.wbytes, d.dbytes), (0, 41_951_232, 41_943_040));
         assert_eq!((d.rios, d.wios, d.dios), (0, 48, 4));
+    }
+
+    #[test]
+    fn device_limits() {
+        assert_eq!(
+            parse_device_limits("254:0 1048576\n8:0 5\n"),
+            vec![(254, 0, 1_048_576), (8, 0, 5)]
+        );
+        assert!(parse_device_limits("").is_empty());
     }
 
     #[test]

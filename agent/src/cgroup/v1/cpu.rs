@@ -11,6 +11,8 @@ pub const SHARES: &str = "cpu.shares";
 pub const CFS_QUOTA_US: &str = "cpu.cfs_quota_us";
 /// Period in microseconds.
 pub const CFS_PERIOD_US: &str = "cpu.cfs_period_us";
+/// Default `cpu.shares`.
+pub const DEFAULT_SHARES: u64 = 1024;
 
 /// Parses v1 `cpu.stat`.
 pub fn parse_stat(buf: &[u8]) -> Option<Throttling> {

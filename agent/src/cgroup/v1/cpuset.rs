@@ -11,6 +11,8 @@ use crate::cgroup::fs::{self, CgroupError};
 pub const CPUS: &str = "cpuset.cpus";
 /// Memory nodes the group may allocate from.
 pub const MEMS: &str = "cpuset.mems";
+/// `1`: no sibling may share these CPUs (needs an exclusive parent).
+pub const CPU_EXCLUSIVE: &str = "cpuset.cpu_exclusive";
 
 /// Copies `cpus` and `mems` from `parent` into `dir` where `dir`'s are empty.
 pub fn inherit(dir: &Path, parent: &Path) -> Result<(), CgroupError> {

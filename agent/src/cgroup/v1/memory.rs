@@ -14,6 +14,9 @@ pub const OOM_CONTROL: &str = "memory.oom_control";
 pub const LIMIT: &str = "memory.limit_in_bytes";
 /// Soft limit (reclaim target under pressure).
 pub const SOFT_LIMIT: &str = "memory.soft_limit_in_bytes";
+/// Values at or above this in v1 limit files mean "unlimited" (the kernel
+/// prints `PAGE_COUNTER_MAX` pages, about 2^63 bytes).
+pub const UNLIMITED_THRESHOLD: u64 = 1 << 62;
 
 /// Extracts hierarchical `(anon, file)` from v1 `memory.stat`
 /// (`total_rss`, `total_cache`; the local `rss`/`cache` if totals are absent).

@@ -9,6 +9,22 @@ pub const STAT: &str = "cpu.stat";
 pub const WEIGHT: &str = "cpu.weight";
 /// Bandwidth limit `$MAX $PERIOD`.
 pub const MAX: &str = "cpu.max";
+/// The kernel's default `cpu.max` period in microseconds.
+pub const DEFAULT_PERIOD_US: u64 = 100_000;
+/// Default `cpu.weight` of a new cgroup.
+pub const DEFAULT_WEIGHT: u64 = 100;
+
+/// Parses `cpu.max` (`max 100000` or `150000 100000`) into `(quota_us, period_us)`;
+/// `None` quota means unlimited.
+pub fn parse_max(text: &str) -> Option<(Option<u64>, u64)> {
+    let mut it = text.split_whitespace();
+    let quota = match it.next()? {
+        "max" => None,
+        q => Some(q.parse().ok()?),
+    };
+    let period = it.next()?.parse().ok()?;
+    Some((quota, period))
+}
 
 /// Parses `cpu.stat`. Throttling is present only when the cpu controller is enabled.
 pub fn parse_stat(buf: &[u8]) -> Option<CpuStats> {
@@ -51,6 +67,13 @@ mod tests {
                 throttled_ns: 2_500_000_000
             })
         );
+    }
+
+    #[test]
+    fn max_format() {
+        assert_eq!(parse_max("max 100000\n"), Some((None, 100_000)));
+        assert_eq!(parse_max("150000 100000"), Some((Some(150_000), 100_000)));
+        assert_eq!(parse_max("x 1"), None);
     }
 
     #[test]

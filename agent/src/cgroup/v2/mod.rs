@@ -2,6 +2,7 @@
 
 pub mod core;
 pub mod cpu;
+pub mod cpuset;
 pub mod io;
 pub mod memory;
 pub mod pids;

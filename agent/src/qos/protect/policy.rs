@@ -1,0 +1,317 @@
+//! The decision part of the protection loop, pure: per resource, a hold level
+//! that rises while a reserved workload's floor is threatened and falls, one
+//! step at a time, after the reserved workloads have been comfortable for the
+//! hold time. Level 1 holds BestEffort; level 2 adds Burstable; higher levels
+//! tighten both. A threat that returns soon after a release doubles the hold
+//! time (flap backoff). Time is passed in.
+
+use std::time::Duration;
+
+/// Thresholds and timings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PolicyConfig {
+    /// A floor is threatened below this share of it (with stall)...
+    pub threat_ratio: f64,
+    /// ...while the workload stalls at least this share of the time.
+    pub stall_hold: f64,
+    /// The floor counts as restored at or above this share of it.
+    pub restored_ratio: f64,
+    /// A reserved workload is comfortable at or above this share of its floor...
+    pub comfortable_ratio: f64,
+    /// ...or stalling less than this share of the time.
+    pub stall_release: f64,
+    /// Time between two escalations while the threat persists (the effect of a
+    /// hold must have had time to show in the measurement window).
+    pub escalate_after: Duration,
+    /// Comfortable time before each release step.
+    pub hold_time: Duration,
+    /// Longest hold time after flap backoff.
+    pub max_hold_time: Duration,
+    /// A threat this soon after a release doubles the hold time.
+    pub flap_window: Duration,
+    /// Highest level.
+    pub max_level: u8,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            threat_ratio: 0.98,
+            stall_hold: 0.05,
+            restored_ratio: 0.95,
+            comfortable_ratio: 1.10,
+            stall_release: 0.02,
+            escalate_after: Duration::from_millis(100),
+            hold_time: Duration::from_secs(2),
+            max_hold_time: Duration::from_secs(120),
+            flap_window: Duration::from_secs(10),
+            max_level: 6,
+        }
+    }
+}
+
+/// One reserved workload's view of one resource at one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloorObs {
+    /// Workload id.
+    pub id: String,
+    /// Its floor (cores, bytes or bytes/s).
+    pub floor: f64,
+    /// What it got over the window.
+    pub usage: f64,
+    /// Share of the window it stalled on this resource (PSI `some`).
+    pub stall: f64,
+}
+
+impl FloorObs {
+    fn threatened(&self, c: &PolicyConfig) -> bool {
+        self.floor > 0.0 && self.usage < c.threat_ratio * self.floor && self.stall >= c.stall_hold
+    }
+    fn restored(&self, c: &PolicyConfig) -> bool {
+        self.usage >= c.restored_ratio * self.floor || self.stall < c.stall_release
+    }
+    fn comfortable(&self, c: &PolicyConfig) -> bool {
+        self.usage >= c.comfortable_ratio * self.floor || self.stall < c.stall_release
+    }
+}
+
+/// What changed at a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Holding started at level 1.
+    Hold {
+        /// Which floor, in words.
+        why: String,
+    },
+    /// The level rose.
+    Tighten {
+        /// New level.
+        level: u8,
+        /// Which floor, in words.
+        why: String,
+    },
+    /// The level fell by one (0: every hold released).
+    Release {
+        /// New level.
+        level: u8,
+    },
+    /// The threatened floors are back above `restored_ratio`.
+    Restored {
+        /// From the first tick that saw the threat.
+        after: Duration,
+    },
+}
+
+/// Hold state of one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourcePolicy {
+    level: u8,
+    last_change: Duration,
+    threat_since: Option<Duration>,
+    calm_since: Option<Duration>,
+    last_release: Option<Duration>,
+    last_threat: Option<Duration>,
+    hold_time: Duration,
+}
+
+impl ResourcePolicy {
+    /// No holds.
+    pub fn new(c: &PolicyConfig) -> Self {
+        ResourcePolicy {
+            level: 0,
+            last_change: Duration::ZERO,
+            threat_since: None,
+            calm_since: None,
+            last_release: None,
+            last_threat: None,
+            hold_time: c.hold_time,
+        }
+    }
+
+    /// Current level (0: nothing held).
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// Current hold time (after backoff).
+    pub fn hold_time(&self) -> Duration {
+        self.hold_time
+    }
+
+    /// Advances to `now` with this tick's observations of every reserved workload.
+    pub fn step(&mut self, c: &PolicyConfig, now: Duration, obs: &[FloorObs]) -> Vec<Change> {
+        let mut out = Vec::new();
+        let threat: Vec<&FloorObs> = obs.iter().filter(|o| o.threatened(c)).collect();
+        if let Some(t) = threat.first() {
+            let why = format!(
+                "{} at {:.0}% of its floor, stalled {:.0}% of the time",
+                t.id,
+                100.0 * t.usage / t.floor,
+                100.0 * t.stall
+            );
+            self.calm_since = None;
+            // Backoff resets after a long quiet spell.
+            if self
+                .last_threat
+                .is_none_or(|l| now.saturating_sub(l) > c.flap_window * 10)
+            {
+                self.hold_time = c.hold_time;
+            }
+            self.last_threat = Some(now);
+            if self.threat_since.is_none() {
+                self.threat_since = Some(now);
+            }
+            if self.level == 0 {
+                if self
+                    .last_release
+                    .is_some_and(|r| now.saturating_sub(r) <= c.flap_window)
+                {
+                    self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
+                }
+                self.level = 1;
+                self.last_change = now;
+                out.push(Change::Hold { why });
+            } else if self.level < c.max_level
+                && now.saturating_sub(self.last_change) >= c.escalate_after
+            {
+                self.level += 1;
+                self.last_change = now;
+                out.push(Change::Tighten {
+                    level: self.level,
+                    why,
+                });
+            }
+            return out;
+        }
+        if let Some(since) = self.threat_since
+            && obs.iter().all(|o| o.restored(c))
+        {
+            self.threat_since = None;
+            out.push(Change::Restored {
+                after: now.saturating_sub(since),
+            });
+        }
+        if self.level == 0 {
+            return out;
+        }
+        if obs.iter().all(|o| o.comfortable(c)) {
+            let since = *self.calm_since.get_or_insert(now);
+            if now.saturating_sub(since) >= self.hold_time
+                && now.saturating_sub(self.last_change) >= self.hold_time
+            {
+                self.level -= 1;
+                self.last_change = now;
+                self.last_release = Some(now);
+                self.calm_since = Some(now);
+                out.push(Change::Release { level: self.level });
+            }
+        } else {
+            self.calm_since = None;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn obs(usage: f64, stall: f64) -> Vec<FloorObs> {
+        vec![FloorObs {
+            id: "managed/db".into(),
+            floor: 1.5,
+            usage,
+            stall,
+        }]
+    }
+
+    #[test]
+    fn holds_escalates_restores_and_releases_with_hysteresis() {
+        let c = PolicyConfig::default();
+        let mut p = ResourcePolicy::new(&c);
+        assert!(
+            p.step(&c, ms(0), &obs(1.5, 0.0)).is_empty(),
+            "at its floor: nothing"
+        );
+        assert!(
+            p.step(&c, ms(10), &obs(1.0, 0.0)).is_empty(),
+            "below floor without stall: it does not want more"
+        );
+        let ch = p.step(&c, ms(20), &obs(0.7, 0.5));
+        assert!(
+            matches!(&ch[..], [Change::Hold { why }] if why.contains("managed/db at 47% of its floor")),
+            "{ch:?}"
+        );
+        assert!(
+            p.step(&c, ms(30), &obs(0.8, 0.5)).is_empty(),
+            "escalation waits for the window"
+        );
+        let ch = p.step(&c, ms(120), &obs(0.9, 0.5));
+        assert_eq!(p.level(), 2);
+        assert!(matches!(&ch[..], [Change::Tighten { level: 2, .. }]));
+        let ch = p.step(&c, ms(130), &obs(1.48, 0.4));
+        assert_eq!(ch, vec![Change::Restored { after: ms(110) }]);
+        // Above the floor but not comfortable (still stalled, < 110%): keep holding.
+        for t in (140..5000).step_by(10) {
+            assert!(p.step(&c, ms(t), &obs(1.6, 0.3)).is_empty());
+        }
+        assert_eq!(p.level(), 2);
+        // The reserved workload calms down: one release step per hold time.
+        assert!(p.step(&c, ms(5000), &obs(0.2, 0.0)).is_empty());
+        assert_eq!(
+            p.step(&c, ms(7000), &obs(0.2, 0.0)),
+            vec![Change::Release { level: 1 }]
+        );
+        assert!(p.step(&c, ms(8000), &obs(0.2, 0.0)).is_empty());
+        assert_eq!(
+            p.step(&c, ms(9000), &obs(0.2, 0.0)),
+            vec![Change::Release { level: 0 }]
+        );
+        assert!(p.step(&c, ms(20_000), &obs(0.2, 0.0)).is_empty());
+    }
+
+    #[test]
+    fn a_quick_return_doubles_the_hold_time() {
+        let c = PolicyConfig::default();
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(0.5, 0.5));
+        p.step(&c, ms(10), &obs(1.6, 0.0));
+        p.step(&c, ms(2010), &obs(1.6, 0.0));
+        assert_eq!(p.level(), 0);
+        p.step(&c, ms(3000), &obs(0.5, 0.5));
+        assert_eq!(p.hold_time(), ms(4000), "re-held within the flap window");
+        p.step(&c, ms(3010), &obs(1.6, 0.0));
+        assert!(
+            p.step(&c, ms(5100), &obs(1.6, 0.0)).is_empty(),
+            "the doubled hold time applies"
+        );
+        assert_eq!(
+            p.step(&c, ms(7010), &obs(1.6, 0.0)),
+            vec![Change::Release { level: 0 }]
+        );
+        // Long quiet: back to the base hold time on the next threat.
+        p.step(&c, ms(200_000), &obs(0.5, 0.5));
+        assert_eq!(p.hold_time(), c.hold_time);
+    }
+
+    #[test]
+    fn any_threatened_workload_counts_and_levels_are_capped() {
+        let c = PolicyConfig::default();
+        let mut p = ResourcePolicy::new(&c);
+        let mut o = obs(1.5, 0.0);
+        o.push(FloorObs {
+            id: "managed/b".into(),
+            floor: 10.0,
+            usage: 1.0,
+            stall: 0.9,
+        });
+        for t in 0..100 {
+            p.step(&c, ms(t * 100), &o);
+        }
+        assert_eq!(p.level(), c.max_level);
+    }
+}

@@ -1,0 +1,561 @@
+//! The loop thread: waits on PSI triggers (and a wake-up pipe) until the next
+//! tick, samples the watched workloads, steps one policy per resource and has
+//! the actuator write the holds.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::actuator::{Actuator, Applied};
+use super::policy::{Change, FloorObs, PolicyConfig, ResourcePolicy};
+use super::psi::{self, Trigger};
+use super::sampler::{Rates, Series};
+use super::{EventKind, ProtectionEvent, Shared, WatchSet, Watched, ms_f, unix_ms};
+use crate::cgroup::fs::StatFile;
+use crate::cgroup::{AnyBackend, CgroupError};
+use crate::qos::knob::Resource;
+
+/// Loop settings.
+#[derive(Debug, Clone)]
+pub struct ProtectConfig {
+    /// Tick of the fast sampler.
+    pub sample_interval: Duration,
+    /// Window over which CPU usage and stall are measured.
+    pub window: Duration,
+    /// Window for IO rates (IO completes in chunks: a longer window is less noisy).
+    pub io_window: Duration,
+    /// PSI trigger threshold (stall time within `psi_window`).
+    pub psi_stall: Duration,
+    /// PSI trigger window (at least 500 ms).
+    pub psi_window: Duration,
+    /// Thresholds and timings.
+    pub policy: PolicyConfig,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Disks the IO holds apply to.
+    pub disks: Vec<(u32, u32)>,
+    /// Where node pressure files are (`/proc/pressure`).
+    pub proc_pressure: PathBuf,
+}
+
+impl Default for ProtectConfig {
+    fn default() -> Self {
+        ProtectConfig {
+            sample_interval: Duration::from_millis(10),
+            window: Duration::from_millis(50),
+            io_window: Duration::from_millis(100),
+            psi_stall: Duration::from_millis(10),
+            psi_window: psi::MIN_WINDOW,
+            policy: PolicyConfig::default(),
+            cpus: 1,
+            disks: Vec::new(),
+            proc_pressure: PathBuf::from("/proc/pressure"),
+        }
+    }
+}
+
+/// The running loop.
+#[derive(Debug)]
+pub struct Protector {
+    wake: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Protector {
+    /// Starts the loop thread.
+    pub fn spawn(
+        backend: AnyBackend,
+        cfg: ProtectConfig,
+        shared: Arc<Shared>,
+    ) -> std::io::Result<Self> {
+        let (r, w) = rustix::pipe::pipe()?;
+        let thread = std::thread::Builder::new()
+            .name("daros-protect".into())
+            .spawn(move || Loop::new(backend, cfg, shared).run(&r))?;
+        Ok(Protector {
+            wake: Some(w),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the loop; it releases every hold before exiting.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(w) = self.wake.take() {
+            let _ = rustix::io::write(&w, b"x");
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Protector {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
+
+struct Loop {
+    backend: AnyBackend,
+    cfg: ProtectConfig,
+    shared: Arc<Shared>,
+    watch: Arc<WatchSet>,
+    series: BTreeMap<String, Series>,
+    triggers: Vec<Trigger>,
+    policies: BTreeMap<Resource, ResourcePolicy>,
+    actuator: Actuator,
+    node_memory: Option<NodeStall>,
+    started: Instant,
+    buf: Vec<u8>,
+    short_logged: BTreeMap<Resource, Instant>,
+}
+
+impl Loop {
+    fn new(backend: AnyBackend, cfg: ProtectConfig, shared: Arc<Shared>) -> Self {
+        let actuator = Actuator::new(backend.clone(), cfg.cpus, cfg.disks.clone());
+        let policies = RESOURCES
+            .iter()
+            .map(|r| (*r, ResourcePolicy::new(&cfg.policy)))
+            .collect();
+        Loop {
+            backend,
+            cfg,
+            shared,
+            watch: Arc::new(WatchSet {
+                generation: u64::MAX,
+                workloads: Vec::new(),
+            }),
+            series: BTreeMap::new(),
+            triggers: Vec::new(),
+            policies,
+            actuator,
+            node_memory: None,
+            started: Instant::now(),
+            buf: Vec::with_capacity(8192),
+            short_logged: BTreeMap::new(),
+        }
+    }
+
+    fn run(mut self, wake: &OwnedFd) {
+        self.shared.update_status(|s| {
+            s.running = true;
+            s.sample_interval_ms = ms_f(self.cfg.sample_interval);
+        });
+        info!(interval = ?self.cfg.sample_interval, "protection loop started");
+        let mut next = Instant::now();
+        loop {
+            let ws = self.shared.watch();
+            if ws.generation != self.watch.generation {
+                self.rebuild(ws);
+            }
+            let timeout = next.saturating_duration_since(Instant::now());
+            let woke = match psi::wait(&self.triggers, wake, timeout) {
+                Ok(w) => w,
+                Err(e) => {
+                    warn!(error = %e, "poll failed; sampling only");
+                    std::thread::sleep(timeout);
+                    psi::Woken::default()
+                }
+            };
+            if woke.woken {
+                break;
+            }
+            if !woke.gone.is_empty() {
+                // A watched cgroup went away: rebuild at the next tick.
+                self.watch = Arc::new(WatchSet {
+                    generation: u64::MAX,
+                    workloads: Vec::new(),
+                });
+            }
+            let now = Instant::now();
+            if !woke.fired.is_empty() {
+                self.shared.count_psi(woke.fired.len() as u64);
+            }
+            if now >= next || !woke.fired.is_empty() {
+                self.tick(now);
+                next = now + self.cfg.sample_interval;
+            }
+        }
+        let watched = self.watch.workloads.clone();
+        for r in RESOURCES {
+            let a = self.actuator.release_all(r, &watched);
+            if !a.writes.is_empty() {
+                info!(resource = r.as_str(), writes = ?a.writes, "released on shutdown");
+            }
+        }
+        self.shared.update_status(|s| {
+            s.running = false;
+            s.holds.clear();
+        });
+        info!("protection loop stopped");
+    }
+
+    fn rebuild(&mut self, ws: Arc<WatchSet>) {
+        let keep = self.cfg.window.max(self.cfg.io_window) * 2;
+        let mut series = BTreeMap::new();
+        let mut notes = Vec::new();
+        for w in &ws.workloads {
+            let s = match self.series.remove(&w.id) {
+                Some(s) => Ok(s),
+                None => Series::open(&self.backend, &w.cgroup, keep),
+            };
+            match s {
+                Ok(s) => {
+                    series.insert(w.id.clone(), s);
+                }
+                Err(e) if e.is_gone() => {
+                    notes.push(format!("{}: cgroup {} not found", w.id, w.cgroup))
+                }
+                Err(e) => notes.push(format!("{}: {e}", w.id)),
+            }
+        }
+        self.series = series;
+        if self.node_memory.is_none() {
+            self.node_memory = NodeStall::open(self.cfg.proc_pressure.join("memory"));
+        }
+        self.triggers.clear();
+        let mut armed = Vec::new();
+        let any_reserved = ws.workloads.iter().any(Watched::reserved);
+        if any_reserved {
+            for (file, label) in [
+                ("cpu", "node cpu"),
+                ("memory", "node memory"),
+                ("io", "node io"),
+            ] {
+                self.arm(
+                    self.cfg.proc_pressure.join(file),
+                    label.to_string(),
+                    &mut armed,
+                    &mut notes,
+                );
+            }
+        }
+        for w in ws.workloads.iter().filter(|w| w.reserved()) {
+            let Some(dir) = self.psi_dir(w) else { continue };
+            for res in ["cpu", "memory", "io"] {
+                self.arm(
+                    dir.join(format!("{res}.pressure")),
+                    format!("{} {res}", w.id),
+                    &mut armed,
+                    &mut notes,
+                );
+            }
+        }
+        // Holds survive a rebuild; writes made meanwhile by the QoS service are undone.
+        for r in RESOURCES {
+            let level = self.policies.get(&r).map_or(0, ResourcePolicy::level);
+            if level > 0 {
+                let rates = self.rates();
+                let a = self.actuator.set_level(r, level, &ws.workloads, &rates);
+                for e in a.errors {
+                    warn!(resource = r.as_str(), error = %e, "re-asserting hold failed");
+                }
+            }
+        }
+        self.shared.update_status(|s| {
+            s.psi_triggers = armed;
+            s.notes = notes;
+        });
+        self.watch = ws;
+    }
+
+    fn arm(
+        &mut self,
+        path: PathBuf,
+        label: String,
+        armed: &mut Vec<String>,
+        notes: &mut Vec<String>,
+    ) {
+        match Trigger::arm(
+            &path,
+            self.cfg.psi_stall,
+            self.cfg.psi_window,
+            label.clone(),
+        ) {
+            Ok(t) => {
+                armed.push(format!("{label}: {}", t.spec));
+                self.triggers.push(t);
+            }
+            Err(e) => notes.push(format!("{e}; sampling only")),
+        }
+    }
+
+    fn psi_dir(&self, w: &Watched) -> Option<PathBuf> {
+        match &self.backend {
+            AnyBackend::V2(b) => Some(b.dir(&w.cgroup)),
+            AnyBackend::V1(b) => b.unified().map(|u| w.cgroup.under(u)),
+        }
+    }
+
+    fn rates(&self) -> BTreeMap<String, Rates> {
+        self.series
+            .iter()
+            .filter_map(|(id, s)| s.rates(self.cfg.window).map(|r| (id.clone(), r)))
+            .collect()
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.shared
+            .ticks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut gone: Vec<String> = Vec::new();
+        for (id, s) in &mut self.series {
+            if let Err(e) = s.read(&mut self.buf, now) {
+                if !matches!(e, CgroupError::Gone { .. }) {
+                    warn!(workload = %id, error = %e, "sampling failed");
+                }
+                gone.push(id.clone());
+            }
+        }
+        for id in gone {
+            self.series.remove(&id);
+        }
+        let node_mem_stall = match &mut self.node_memory {
+            Some(n) => n.stall(&mut self.buf, now, self.cfg.window),
+            None => 0.0,
+        };
+        let rates = self.rates();
+        let io_rates: BTreeMap<String, Rates> = self
+            .series
+            .iter()
+            .filter_map(|(id, s)| s.rates(self.cfg.io_window).map(|r| (id.clone(), r)))
+            .collect();
+        let t = now.saturating_duration_since(self.started);
+        let watched = self.watch.workloads.clone();
+        for res in RESOURCES {
+            let obs = observations(res, &watched, &rates, &io_rates, node_mem_stall);
+            let Some(policy) = self.policies.get_mut(&res) else {
+                continue;
+            };
+            if obs.is_empty() {
+                if policy.level() > 0 {
+                    *policy = ResourcePolicy::new(&self.cfg.policy);
+                    let a = self.actuator.release_all(res, &watched);
+                    self.event(
+                        EventKind::Release,
+                        res,
+                        0,
+                        "no reserved workload left".into(),
+                        a,
+                        None,
+                    );
+                }
+                continue;
+            }
+            let changes = policy.step(&self.cfg.policy, t, &obs);
+            let level = policy.level();
+            for c in changes {
+                let holdable = watched.iter().any(Watched::holdable);
+                match c {
+                    Change::Hold { why } | Change::Tighten { why, .. } if !holdable => {
+                        let last = self.short_logged.get(&res);
+                        if last.is_none_or(|l| {
+                            now.saturating_duration_since(*l) > Duration::from_secs(10)
+                        }) {
+                            self.short_logged.insert(res, now);
+                            self.event(
+                                EventKind::Short,
+                                res,
+                                level,
+                                format!("{why}; no BestEffort or Burstable workload to hold back"),
+                                Applied::default(),
+                                None,
+                            );
+                        }
+                    }
+                    Change::Hold { why } => {
+                        let r = if res == Resource::Io {
+                            &io_rates
+                        } else {
+                            &rates
+                        };
+                        let a = self.actuator.set_level(res, level, &watched, r);
+                        self.event(EventKind::Hold, res, level, why, a, None);
+                    }
+                    Change::Tighten { why, .. } => {
+                        let r = if res == Resource::Io {
+                            &io_rates
+                        } else {
+                            &rates
+                        };
+                        let a = self.actuator.set_level(res, level, &watched, r);
+                        self.event(EventKind::Tighten, res, level, why, a, None);
+                    }
+                    Change::Release { level } => {
+                        let a = if level == 0 {
+                            self.actuator.release_all(res, &watched)
+                        } else {
+                            let r = if res == Resource::Io {
+                                &io_rates
+                            } else {
+                                &rates
+                            };
+                            self.actuator.set_level(res, level, &watched, r)
+                        };
+                        self.event(
+                            EventKind::Release,
+                            res,
+                            level,
+                            "reserved workloads comfortable for the hold time".into(),
+                            a,
+                            None,
+                        );
+                    }
+                    Change::Restored { after } => {
+                        self.event(
+                            EventKind::Restored,
+                            res,
+                            level,
+                            "floors back at or above 95%".into(),
+                            Applied::default(),
+                            Some(ms_f(after)),
+                        );
+                    }
+                }
+            }
+        }
+        let holds = self.actuator.holds();
+        let levels = self
+            .policies
+            .iter()
+            .map(|(r, p)| (r.as_str().to_string(), p.level()))
+            .collect();
+        self.shared.update_status(|s| {
+            s.holds = holds;
+            s.levels = levels;
+        });
+    }
+
+    fn event(
+        &self,
+        kind: EventKind,
+        res: Resource,
+        level: u8,
+        why: String,
+        a: Applied,
+        reaction_ms: Option<f64>,
+    ) {
+        let mut detail = why;
+        if !a.writes.is_empty() {
+            detail.push_str(": ");
+            detail.push_str(&a.writes.join(", "));
+        }
+        for e in &a.errors {
+            warn!(resource = res.as_str(), error = %e, "protection write refused");
+        }
+        if !a.errors.is_empty() {
+            detail.push_str(&format!(" (refused: {})", a.errors.join("; ")));
+        }
+        info!(event = ?kind, resource = res.as_str(), level, reaction_ms, detail = %detail, "protection");
+        self.shared.push_event(
+            ProtectionEvent {
+                at_unix_ms: unix_ms(),
+                kind,
+                resource: res,
+                level,
+                detail,
+                workloads: a.workloads,
+                reaction_ms,
+            },
+            &a.classes,
+        );
+    }
+}
+
+/// The node's memory stall share over a window, from `/proc/pressure/memory`.
+struct NodeStall {
+    file: StatFile,
+    ring: std::collections::VecDeque<(Instant, u64)>,
+}
+
+impl NodeStall {
+    fn open(path: PathBuf) -> Option<Self> {
+        Some(NodeStall {
+            file: StatFile::open(path).ok()?,
+            ring: std::collections::VecDeque::new(),
+        })
+    }
+
+    fn stall(&mut self, buf: &mut Vec<u8>, now: Instant, window: Duration) -> f64 {
+        if self.file.read_into(buf).is_err() {
+            return 0.0;
+        }
+        let Some(total) = crate::cgroup::parse::psi(buf).map(|p| p.some.total_us) else {
+            return 0.0;
+        };
+        self.ring.push_back((now, total));
+        while self.ring.len() > 2
+            && self
+                .ring
+                .front()
+                .is_some_and(|f| now.saturating_duration_since(f.0) > window)
+        {
+            self.ring.pop_front();
+        }
+        match self.ring.front() {
+            Some(&(t0, v0)) if t0 < now => (total.saturating_sub(v0) as f64
+                / 1e6
+                / now.saturating_duration_since(t0).as_secs_f64())
+            .min(1.0),
+            _ => 0.0,
+        }
+    }
+}
+
+/// The reserved workloads' observations of one resource.
+fn observations(
+    res: Resource,
+    watched: &[Watched],
+    rates: &BTreeMap<String, Rates>,
+    io_rates: &BTreeMap<String, Rates>,
+    node_mem_stall: f64,
+) -> Vec<FloorObs> {
+    let mut out = Vec::new();
+    for w in watched.iter().filter(|w| w.reserved()) {
+        let obs = |floor: f64, usage: f64, stall: f64| FloorObs {
+            id: w.id.clone(),
+            floor,
+            usage,
+            stall,
+        };
+        match res {
+            Resource::Cpu if w.floor_cpu > 0.0 => {
+                if let Some(r) = rates.get(&w.id) {
+                    out.push(obs(w.floor_cpu, r.cpu_cores, r.stall[0]));
+                }
+            }
+            Resource::Memory if w.floor_memory > 0.0 => {
+                if let Some(r) = rates.get(&w.id) {
+                    out.push(obs(
+                        w.floor_memory,
+                        r.memory as f64,
+                        r.stall[1].max(node_mem_stall),
+                    ));
+                }
+            }
+            Resource::Io => {
+                if let Some(r) = io_rates.get(&w.id) {
+                    if w.floor_io_read > 0.0 {
+                        out.push(obs(w.floor_io_read, r.io_read(), r.stall[2]));
+                    }
+                    if w.floor_io_write > 0.0 {
+                        out.push(obs(w.floor_io_write, r.io_write(), r.stall[2]));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
