@@ -125,15 +125,25 @@ pub struct OwnerLock {
 }
 
 impl OwnerLock {
-    /// Takes the lock on `dir` without waiting.
+    /// Takes the lock on `dir`, waiting up to [`OwnerLock::WAIT`]: a previous owner may still
+    /// be exiting, and a child another thread forks holds a copy of the lock until it execs.
     pub fn acquire(dir: &Path) -> Result<Self> {
+        let deadline = std::time::Instant::now() + Self::WAIT;
         let file = File::open(dir).map_err(|e| Error::io("opening", dir, e))?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Self { _file: file }),
-            Err(e) if io::Error::from(e).kind() == io::ErrorKind::WouldBlock => {
-                Err(Error::Busy(dir.to_owned()))
+        loop {
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(Self { _file: file }),
+                Err(e) if io::Error::from(e).kind() == io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(Error::Busy(dir.to_owned()));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(Error::io("locking", dir, e.into())),
             }
-            Err(e) => Err(Error::io("locking", dir, e.into())),
         }
     }
+
+    /// How long [`OwnerLock::acquire`] waits for a lock that is held.
+    pub const WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 }
