@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
@@ -75,6 +75,27 @@ pub fn encode_id(id: &str) -> String {
     out
 }
 
+/// Decodes a 2xx JSON body; other statuses become [`ClientError::Api`].
+fn decode<T: DeserializeOwned>(
+    path: &str,
+    status: StatusCode,
+    body: &[u8],
+) -> Result<T, ClientError> {
+    if !status.is_success() {
+        let message = serde_json::from_slice::<ErrorBody>(body)
+            .map(|e| e.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned());
+        return Err(ClientError::Api {
+            status: status.as_u16(),
+            message,
+        });
+    }
+    serde_json::from_slice(body).map_err(|e| ClientError::Decode {
+        path: path.to_string(),
+        reason: e.to_string(),
+    })
+}
+
 impl Client {
     /// A client for `socket` with a 10 s timeout.
     pub fn new(socket: impl Into<PathBuf>) -> Self {
@@ -100,10 +121,52 @@ impl Client {
             .map_err(|_| ClientError::Timeout(self.socket.clone()))?
     }
 
+    /// Sends a request with a JSON body (`None`: no body) and returns status and body.
+    pub async fn request_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let bytes = match body {
+            Some(v) => Some(Bytes::from(serde_json::to_vec(v).map_err(|e| {
+                ClientError::Http {
+                    path: path.to_string(),
+                    reason: e.to_string(),
+                }
+            })?)),
+            None => None,
+        };
+        tokio::time::timeout(self.timeout, self.request_inner_body(method, path, bytes))
+            .await
+            .map_err(|_| ClientError::Timeout(self.socket.clone()))?
+    }
+
+    /// Sends a request with an optional JSON body and decodes a 2xx JSON answer;
+    /// other statuses become [`ClientError::Api`].
+    pub async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<T, ClientError> {
+        let (status, body) = self.request_json(method, path, body).await?;
+        decode(path, status, &body)
+    }
+
     async fn request_inner(
         &self,
         method: Method,
         path: &str,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        self.request_inner_body(method, path, None).await
+    }
+
+    async fn request_inner_body(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
     ) -> Result<(StatusCode, Bytes), ClientError> {
         let http = |reason: String| ClientError::Http {
             path: path.to_string(),
@@ -119,11 +182,15 @@ impl Client {
             .await
             .map_err(|e| http(e.to_string()))?;
         let conn = tokio::spawn(conn);
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
             .uri(path)
-            .header(hyper::header::HOST, "darosd")
-            .body(Empty::<Bytes>::new())
+            .header(hyper::header::HOST, "darosd");
+        if body.is_some() {
+            req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let req = req
+            .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| http(e.to_string()))?;
         let resp = sender
             .send_request(req)
@@ -144,19 +211,7 @@ impl Client {
     /// GETs `path` and decodes a 2xx JSON body; other statuses become [`ClientError::Api`].
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let (status, body) = self.request(Method::GET, path).await?;
-        if !status.is_success() {
-            let message = serde_json::from_slice::<ErrorBody>(&body)
-                .map(|e| e.error)
-                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
-            return Err(ClientError::Api {
-                status: status.as_u16(),
-                message,
-            });
-        }
-        serde_json::from_slice(&body).map_err(|e| ClientError::Decode {
-            path: path.to_string(),
-            reason: e.to_string(),
-        })
+        decode(path, status, &body)
     }
 
     /// `GET /v1/node`.

@@ -97,7 +97,11 @@ fn every_route_answers_and_errors_are_json() {
             "{expected} missing from the OpenAPI document"
         );
     }
-    for p in paths.keys() {
+    for (p, ops) in paths {
+        // POST-only routes, and per-workload QoS (needs a class set first: qos_api.rs).
+        if ops.get("get").is_none() || p.starts_with("/v1/qos/workloads/") {
+            continue;
+        }
         let url = p.replace("{id}", "managed/web");
         let (status, body) = rt.block_on(c.request(Method::GET, &url)).unwrap();
         assert_eq!(

@@ -6,6 +6,7 @@ pub mod completions;
 pub mod man;
 pub mod node;
 pub mod output;
+pub mod qos;
 pub mod top;
 pub mod workloads;
 
@@ -50,6 +51,8 @@ pub enum Command {
     Top(top::TopArgs),
     /// Show what the host offers: cgroup mode and controllers, PSI, eBPF, GPU.
     Caps(caps::CapsArgs),
+    /// QoS classes and floors: set, get, unset, protection events.
+    Qos(qos::QosArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
     /// Print the man page (or write all pages to a directory).
@@ -94,6 +97,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Workloads(a) => rt.block_on(workloads::run(&client, cli.output, a, out)),
         Command::Top(a) => rt.block_on(top::run(&client, cli.output, a, out)),
         Command::Caps(a) => rt.block_on(caps::run(&client, cli.output, a, out)),
+        Command::Qos(a) => rt.block_on(qos::run(&client, cli.output, a, out)),
         Command::Completions(a) => completions::run(a, out),
         Command::Man(a) => man::run(a, out),
     }
