@@ -74,7 +74,9 @@ pub struct FloorConfig {
     pub egress_capacity_bps: u64,
     /// Ingress capacity of the node in bytes/s (0: ingress floors are not enforced).
     pub ingress_capacity_bps: u64,
-    /// Fraction of the capacity never handed out (queues, headers, estimation error).
+    /// Fraction of the capacity never handed out. The counters see TSO/GSO skbs at L3; on
+    /// the wire every MSS-sized segment also carries its own IP/TCP headers and Ethernet
+    /// framing (~6% at MTU 1500), and rates are estimated over 30 ms.
     pub headroom: f64,
     /// A floor workload above this rate is active.
     pub active_bps: u64,
@@ -91,7 +93,7 @@ impl Default for FloorConfig {
         Self {
             egress_capacity_bps: 0,
             ingress_capacity_bps: 0,
-            headroom: 0.05,
+            headroom: 0.10,
             active_bps: 64 * 1024,
             idle_after_ms: 500,
             lift_after_ms: 1000,
@@ -468,6 +470,7 @@ mod tests {
         let cfg = FloorConfig {
             egress_capacity_bps: 200 * MB,
             ingress_capacity_bps: 200 * MB,
+            headroom: 0.05,
             ..FloorConfig::default()
         };
         let mut c = NetFloorController::new(cfg).unwrap();
