@@ -107,12 +107,12 @@ fn recovered_at(r: &ebpf_support::RecvReport, from: u64, level: f64) -> Option<u
     };
     let start = s.iter().position(|(t, _)| *t >= from)?;
     let mut dipped = false;
-    for i in start..s.len() {
+    for (i, (t, _)) in s.iter().enumerate().skip(start) {
         let r = rate_at(i)?;
         if r < level {
             dipped = true;
         } else if dipped {
-            return Some(s[i].0);
+            return Some(*t);
         }
     }
     (!dipped).then_some(s[start].0)
