@@ -171,6 +171,7 @@ macro_rules! pod {
     ($($t:ty),+) => {$(
         // SAFETY: #[repr(C)], only u32/u64 fields and arrays of them, no padding holes
         // (checked against the C layout by the test below), every bit pattern is valid.
+        #[allow(unsafe_code)]
         unsafe impl aya::Pod for $t {}
     )+};
 }

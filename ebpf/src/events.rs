@@ -186,6 +186,7 @@ impl NetEvents {
 
     /// Waits for events and handles them until the task is dropped. Each event is logged,
     /// counted, and sent to `sink` if given (a closed sink is ignored).
+    #[allow(unsafe_code)]
     pub async fn run(
         self,
         sink: Option<tokio::sync::mpsc::UnboundedSender<NetEvent>>,

@@ -31,6 +31,9 @@
 //! - [`sched`]: on-CPU time and run-queue wait per cgroup.
 
 #![warn(missing_docs)]
+// bpf(2) and mmap-backed ring buffers need unsafe in three places: sys.rs (raw bpf
+// commands), abi.rs (Pod impls) and events.rs (polling the ring buffer fd).
+#![deny(unsafe_code)]
 
 pub mod abi;
 pub mod bpffs;

@@ -1,5 +1,8 @@
-//! The one bpf(2) command aya 0.14 does not expose for cgroup links: `BPF_LINK_UPDATE`, which
-//! swaps the program behind a pinned link atomically (used when a newer build takes over).
+//! The bpf(2) commands aya 0.14 does not expose for pinned cgroup links: `BPF_OBJ_GET` on a
+//! link pin (aya keeps link fds private) and `BPF_LINK_UPDATE`, which swaps the program behind
+//! a link atomically (used when a newer build takes over the pins).
+
+#![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
