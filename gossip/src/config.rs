@@ -37,6 +37,9 @@ pub struct MeshConfig {
     pub max_frame: usize,
     /// Default timeout of mesh calls.
     pub call_timeout: Duration,
+    /// How long a write may wait to be committed (a leader cut off from its quorum never
+    /// commits; the caller gets `unavailable` instead of waiting forever).
+    pub write_timeout: Duration,
 }
 
 /// A setting that cannot work.
@@ -69,6 +72,7 @@ impl MeshConfig {
             bootstrap: false,
             max_frame: DEFAULT_MAX_FRAME,
             call_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
         }
     }
 

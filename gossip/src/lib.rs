@@ -20,3 +20,5 @@ pub mod kv;
 pub mod mesh;
 pub mod raft;
 pub mod rpc;
+#[cfg(feature = "testing")]
+pub mod testing;

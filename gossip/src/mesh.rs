@@ -342,7 +342,7 @@ async fn publish_coordinator<S: ReplicatedState>(inner: Weak<Inner<S>>) {
 fn best_hint(members: &[Member]) -> Option<CoordinatorHint> {
     members
         .iter()
-        .filter(|m| m.role == Some(Role::Server) && m.status == MemberStatus::Alive)
+        .filter(|m| m.role == Some(Role::Server) && m.status.reachable())
         .filter_map(|m| m.coordinator.clone())
         .max_by_key(|h| h.term)
 }
@@ -414,7 +414,10 @@ fn register_builtin<S: ReplicatedState>(inner: &Arc<Inner<S>>, ca: Option<Arc<Cl
                 .ok_or_else(|| consensus_rpc_error(ConsensusError::NotServer))?;
             let cmd: S::Command = serde_json::from_value(body)
                 .map_err(|e| RpcError::bad_request(format!("command: {e}")))?;
-            let c = raft.propose(cmd).await.map_err(consensus_rpc_error)?;
+            let c = h
+                .propose_local(raft, cmd)
+                .await
+                .map_err(consensus_rpc_error)?;
             to_value(&c)
         }
     });
@@ -657,7 +660,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
         out.extend(leader);
         for m in members {
             let Some(addr) = m.rpc_addr else { continue };
-            if m.role == Some(Role::Server) && m.status == MemberStatus::Alive {
+            if m.role == Some(Role::Server) && m.status.reachable() {
                 let t = Target::new(addr, m.node_id.as_str());
                 if !out.contains(&t) {
                     out.push(t);
@@ -667,12 +670,60 @@ impl<S: ReplicatedState> MeshHandle<S> {
         out
     }
 
+    /// The leader this node believes in, with its term.
+    async fn leader_now(&self) -> Option<(NodeId, u64)> {
+        match &self.inner.raft {
+            Some(r) => {
+                let s = r.status();
+                s.leader.map(|l| (l, s.term))
+            }
+            None => best_hint(&self.members().await).map(|h| (h.leader, h.term)),
+        }
+    }
+
+    /// Resolves once a leader other than `target` is known in a newer term than `before`.
+    async fn leader_changes(
+        &self,
+        target: &Target,
+        before: Option<(NodeId, u64)>,
+    ) -> (NodeId, u64) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some((l, term)) = self.leader_now().await {
+                let newer = before.as_ref().is_none_or(|(_, t0)| term > *t0);
+                if l.as_str() != target.node && newer {
+                    return (l, term);
+                }
+            }
+        }
+    }
+
+    async fn propose_local(
+        &self,
+        raft: &RaftNode<S>,
+        cmd: S::Command,
+    ) -> Result<Committed<S::Response>, ConsensusError> {
+        let t = self.inner.config.write_timeout;
+        match tokio::time::timeout(t, raft.propose(cmd)).await {
+            Ok(r) => r,
+            Err(_) => Err(ConsensusError::Unavailable(format!(
+                "write not committed within {t:?} (no quorum reachable?)"
+            ))),
+        }
+    }
+
     async fn forward<T: serde::de::DeserializeOwned>(
         &self,
         first: Option<Target>,
         method: &str,
         body: Value,
     ) -> Result<T, MeshError> {
+        let timeout = if method == PROPOSE {
+            // The serving leader gives up after its write timeout; wait a bit longer than that.
+            self.inner.config.write_timeout + Duration::from_secs(1)
+        } else {
+            self.inner.config.call_timeout
+        };
         let mut targets: Vec<Target> = first.into_iter().collect();
         if targets.is_empty() {
             targets = self.server_targets().await;
@@ -689,12 +740,30 @@ impl<S: ReplicatedState> MeshHandle<S> {
             }
             tried.push(t.clone());
             let req = Request::new(method, body.clone());
-            match self
-                .inner
-                .rpc
-                .call(&t, &req, self.inner.config.call_timeout)
-                .await
-            {
+            let before = self.leader_now().await;
+            let outcome = tokio::select! {
+                r = self.inner.rpc.call(&t, &req, timeout) => r,
+                (l, term) = self.leader_changes(&t, before) => {
+                    // A dead leader never answers; stop waiting as soon as a successor exists.
+                    let e = RpcError::new(
+                        ErrorCode::Unavailable,
+                        format!(
+                            "{l} became leader in term {term} while {} handled {method}; outcome unknown",
+                            t.node
+                        ),
+                    );
+                    last = Some(e);
+                    if method == PROPOSE {
+                        break;
+                    }
+                    // Reads and status are safe to ask again, of the new leader.
+                    if let Ok(nt) = self.target_of(&l).await {
+                        targets.insert(0, nt);
+                    }
+                    continue;
+                }
+            };
+            match outcome {
                 Ok(v) => {
                     return serde_json::from_value(v)
                         .map_err(|e| MeshError::Rpc(RpcError::bad_request(e.to_string())));
@@ -706,8 +775,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
                         .and_then(|d| serde_json::from_value::<ConsensusError>(d).ok())
                         .and_then(|c| leader_target(&c));
                     // Only a refusal before anything happened may be retried elsewhere.
-                    let retry = e.code == ErrorCode::NotLeader
-                        || (e.code == ErrorCode::Transport && e.message.contains("connecting"));
+                    let retry = matches!(e.code, ErrorCode::NotLeader | ErrorCode::Unreachable);
                     last = Some(e);
                     if !retry {
                         break;
@@ -729,7 +797,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
         let body = serde_json::to_value(&cmd)
             .map_err(|e| MeshError::Consensus(ConsensusError::Invalid(e.to_string())))?;
         if let Some(r) = &self.inner.raft {
-            match r.propose(cmd).await {
+            match self.propose_local(r, cmd).await {
                 Ok(c) => return Ok(c),
                 Err(e @ ConsensusError::NotLeader { .. }) => match leader_target(&e) {
                     Some(t) => return self.forward(Some(t), PROPOSE, body).await,

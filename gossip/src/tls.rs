@@ -51,8 +51,9 @@ fn transport(idle: Duration) -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 
-/// How long an idle QUIC connection to a silent peer survives.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a QUIC connection to a silent peer survives (keep-alives every third of it). This
+/// bounds how long a call on a cached connection to a dead node can hang.
+pub const IDLE_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Checks that `leaf` is signed by `ca` (chain, validity, key usage).
 pub fn verify_chain(leaf: &CertificateDer<'_>, ca: &CertificateDer<'static>) -> Result<(), String> {

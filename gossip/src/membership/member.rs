@@ -102,6 +102,13 @@ pub enum MemberStatus {
     Joining,
 }
 
+impl MemberStatus {
+    /// Worth calling: alive, or heard of and not yet judged.
+    pub fn reachable(self) -> bool {
+        matches!(self, MemberStatus::Alive | MemberStatus::Joining)
+    }
+}
+
 /// One member as seen through gossip.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Member {

@@ -81,7 +81,14 @@ impl PeerNetwork {
         let body =
             serde_json::to_value(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let t = Target::new(addr, self.peer.node_id.clone());
-        let v = match self.rpc.call(&t, &Request::new(method, body), ttl).await {
+        // openraft enforces `ttl` itself and reports a Timeout (retried at the next heartbeat);
+        // our own limit is looser so that only connection failures read as Unreachable (which
+        // makes openraft back off).
+        let v = match self
+            .rpc
+            .call(&t, &Request::new(method, body), ttl * 2)
+            .await
+        {
             Ok(v) => v,
             Err(e) if e.code == ErrorCode::TooLarge && entries > 1 => {
                 return Err(RPCError::PayloadTooLarge(
@@ -124,5 +131,10 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, RaftPeer, RaftError<u64>>> {
         self.send(VOTE, &rpc, option.hard_ttl(), 0).await
+    }
+
+    fn backoff(&self) -> openraft::network::Backoff {
+        // Retry an unreachable peer soon: a restarted server should rejoin quickly.
+        openraft::network::Backoff::new(std::iter::repeat(Duration::from_millis(200)))
     }
 }

@@ -39,12 +39,14 @@ use serde::{Deserialize, Serialize};
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        // Wider than openraft's 150-300 ms: agents share busy nodes, and a spurious election
-        // costs more than a few hundred ms of failover.
+        // openraft 0.9 waits `leader lease (= election_max) + random(election_min..max)` of
+        // silence before electing, so 300-600 ms gives 0.9-1.2 s to detect a dead leader.
+        // The heartbeat is also openraft's AppendEntries timeout: 100 ms leaves room for a
+        // follower's fsync (about 3 ms here) on a busy node.
         Self {
             heartbeat_ms: 100,
-            election_min_ms: 600,
-            election_max_ms: 1200,
+            election_min_ms: 300,
+            election_max_ms: 600,
         }
     }
 }

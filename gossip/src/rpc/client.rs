@@ -17,7 +17,12 @@ pub struct RpcClient {
     config: quinn::ClientConfig,
     conns: Mutex<HashMap<(SocketAddr, String), quinn::Connection>>,
     max_frame: usize,
+    connect_timeout: Duration,
 }
+
+/// How long a QUIC handshake may take before the peer is considered unreachable. A dead peer
+/// answers nothing, so without this a call would wait for the whole idle timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Where to call: the address and the node id its certificate must carry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +84,7 @@ impl RpcClient {
             config,
             conns: Mutex::default(),
             max_frame,
+            connect_timeout: CONNECT_TIMEOUT,
         }
     }
 
@@ -96,11 +102,29 @@ impl RpcClient {
             .endpoint
             .connect_with(self.config.clone(), t.addr, &t.node)
             .map_err(|e| {
-                RpcError::transport(format!("connecting to {} at {}: {e}", t.node, t.addr))
+                RpcError::new(
+                    ErrorCode::Unreachable,
+                    format!("connecting to {} at {}: {e}", t.node, t.addr),
+                )
             })?;
-        let conn = connecting.await.map_err(|e| {
-            RpcError::transport(format!("connecting to {} at {}: {e}", t.node, t.addr))
-        })?;
+        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return Err(RpcError::new(
+                    ErrorCode::Unreachable,
+                    format!("connecting to {} at {}: {e}", t.node, t.addr),
+                ));
+            }
+            Err(_) => {
+                return Err(RpcError::new(
+                    ErrorCode::Unreachable,
+                    format!(
+                        "connecting to {} at {}: no answer within {:?}",
+                        t.node, t.addr, self.connect_timeout
+                    ),
+                ));
+            }
+        };
         self.conns.lock().await.insert(key, conn.clone());
         Ok((conn, false))
     }
@@ -122,11 +146,19 @@ impl RpcClient {
                 let (mut send, recv) = conn.open_bi().await.map_err(|e| {
                     RpcError::transport(format!("opening a stream to {}: {e}", t.node))
                 })?;
-                send.write_all(&bytes)
-                    .await
-                    .map_err(|e| RpcError::transport(format!("sending to {}: {e}", t.node)))?;
-                send.finish()
-                    .map_err(|e| RpcError::transport(format!("sending to {}: {e}", t.node)))?;
+                match send.write_all(&bytes).await {
+                    Ok(()) => {
+                        send.finish().map_err(|e| {
+                            RpcError::transport(format!("sending to {}: {e}", t.node))
+                        })?;
+                    }
+                    // The server refused the request before reading all of it (too large, bad
+                    // version): its reply explains why.
+                    Err(quinn::WriteError::Stopped(_)) => {}
+                    Err(e) => {
+                        return Err(RpcError::transport(format!("sending to {}: {e}", t.node)));
+                    }
+                }
                 Ok::<_, RpcError>((send, recv))
             }
             .await;

@@ -30,7 +30,9 @@ pub enum ErrorCode {
     UnsupportedVersion,
     /// The call did not complete in time.
     Timeout,
-    /// Connection or stream failure.
+    /// The peer could not be reached; the request was not delivered.
+    Unreachable,
+    /// Connection or stream failure after the request may have been delivered.
     Transport,
     /// A bug or storage failure on the serving side.
     Internal,
@@ -92,8 +94,11 @@ impl RpcError {
         Self::new(ErrorCode::Transport, message)
     }
 
-    /// True for failures of the path rather than of the request (worth retrying elsewhere).
+    /// True for failures of the path rather than of the request.
     pub fn is_transport(&self) -> bool {
-        matches!(self.code, ErrorCode::Transport | ErrorCode::Timeout)
+        matches!(
+            self.code,
+            ErrorCode::Transport | ErrorCode::Timeout | ErrorCode::Unreachable
+        )
     }
 }

@@ -200,7 +200,15 @@ impl Registry {
             .ok()
             .and_then(|m| m.get(method).cloned())
             .ok_or_else(|| {
-                RpcError::new(ErrorCode::UnknownMethod, format!("no method {method:?}"))
+                // Anonymous callers learn nothing about which methods exist.
+                if ctx.peer.is_none() {
+                    RpcError::new(
+                        ErrorCode::Unauthenticated,
+                        "a client certificate is required",
+                    )
+                } else {
+                    RpcError::new(ErrorCode::UnknownMethod, format!("no method {method:?}"))
+                }
             })?;
         match entry.access {
             Access::Anonymous => {}

@@ -8,7 +8,7 @@ mod handler;
 mod server;
 mod wire;
 
-pub use client::{RpcClient, Subscription, Target};
+pub use client::{CONNECT_TIMEOUT, RpcClient, Subscription, Target};
 pub use error::{ErrorCode, RpcError};
 pub use handler::{
     Access, BoxFuture, CallContext, PushSink, Registry, StreamHandler, UnaryHandler,
