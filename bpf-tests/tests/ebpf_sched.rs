@@ -5,10 +5,13 @@
 
 mod ebpf_support;
 
-use std::{process::Command, time::Duration};
+use std::{process::Command, sync::Mutex, time::Duration};
 
 use daros_ebpf::{SchedDatapath, SchedOptions};
 use ebpf_support::{Proc, TestCgroup, TestPins, wait_for};
+
+/// The two tests spin CPUs: run them one at a time so neither starves the other.
+static CPU: Mutex<()> = Mutex::new(());
 
 /// Starts `n` busy loops inside `cg` (each moves itself in before spinning).
 fn spin(cg: &TestCgroup, n: usize) -> Vec<Proc> {
@@ -32,6 +35,9 @@ fn freeze(cg: &TestCgroup) {
 
 #[test]
 fn on_cpu_time_matches_cpu_stat_within_5_percent() {
+    let _cpu = CPU
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pins = TestPins::new("sched-oncpu");
     let sched = SchedDatapath::open(&SchedOptions {
         pins: pins.0.clone(),
@@ -59,7 +65,8 @@ fn on_cpu_time_matches_cpu_stat_within_5_percent() {
         stat_ns / 1_000_000,
         err * 100.0
     );
-    assert!(stat_ns > 500_000_000, "the loops ran: {stat_ns} ns");
+    // enough CPU time that 5% is far above the scheduler's accounting granularity
+    assert!(stat_ns > 200_000_000, "the loops ran: {stat_ns} ns");
     assert!(
         err < 0.05,
         "eBPF {} ns vs cpu.stat {stat_ns} ns",
@@ -70,6 +77,9 @@ fn on_cpu_time_matches_cpu_stat_within_5_percent() {
 
 #[test]
 fn contending_tasks_show_run_queue_waits() {
+    let _cpu = CPU
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pins = TestPins::new("sched-wait");
     let sched = SchedDatapath::open(&SchedOptions {
         pins: pins.0.clone(),
