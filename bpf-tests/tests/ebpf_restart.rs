@@ -115,8 +115,10 @@ fn counting_and_caps_survive_kill_9_and_restart_reopens_everything() {
         "agent down: received {bytes2} B at {:.2} MB/s, counted {counted} B",
         rate2 / 1e6
     );
+    // payload + L3 headers: under a cap TCP sends smaller skbs, so headers weigh more than
+    // the 0.1% of unthrottled 64 KiB skbs (the exact check against the wire is ebpf_traffic)
     assert!(
-        counted >= bytes2 && (counted as f64) < bytes2 as f64 * 1.01,
+        counted >= bytes2 && (counted as f64) < bytes2 as f64 * 1.05,
         "counting went on: {counted} for {bytes2}"
     );
     assert!(
