@@ -163,9 +163,10 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
 /// A directory on a real block device for IO tests (`DAROS_TEST_IO_DIR` first),
 /// or `None` when only virtual filesystems are writable.
 pub fn block_backed_dir() -> Option<PathBuf> {
-    let candidates = std::env::var_os("DAROS_TEST_IO_DIR")
-        .map(PathBuf::from)
+    // DAROS_VM_DISK_MOUNT: the ext4 disk of the cgroup-v2 VM (docs/vm-tests.md).
+    let candidates = ["DAROS_TEST_IO_DIR", "DAROS_VM_DISK_MOUNT"]
         .into_iter()
+        .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
         .chain([
             PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
             PathBuf::from("/var/tmp"),
