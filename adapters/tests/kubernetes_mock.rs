@@ -740,3 +740,47 @@ async fn specs_are_checked_before_any_request() {
             .contains("replicas")
     );
 }
+
+#[tokio::test]
+async fn mock_apiserver_managed_pods_lists_owned_pods_for_cleanup() {
+    let (a, mut api, _ev) = mock_cluster();
+    let s = spec();
+    let a2 = a.clone();
+    let task = tokio::spawn(async move { a2.managed_pods().await });
+    let (seen, r) = api.expect(Method::GET, "/api/v1/pods").await;
+    assert!(
+        seen.query
+            .contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Ddaros"),
+        "{}",
+        seen.query
+    );
+    let mut job = desired_pod(&s);
+    job["metadata"]["name"] = json!("shop-web-init-migrate-abcdef");
+    job["metadata"]["labels"]["daros.io/init-job"] = json!("migrate");
+    r.send_response(json_response(200, &json!({"apiVersion": "v1", "kind": "PodList",
+        "metadata": {"resourceVersion": "1"}, "items": [live(&desired_pod(&s), json!({})), live(&job, json!({}))]})));
+    let pods = task.await.unwrap().unwrap();
+    assert_eq!(pods.len(), 2);
+    assert_eq!(pods[0].1, s.key);
+    assert_eq!(
+        pods[1].1,
+        InstanceKey::init_job(AppKey::new("acme", "shop"), "web", "migrate")
+    );
+    assert_eq!(
+        pods[1].0.to_string(),
+        "kubernetes:shop/shop-web-init-migrate-abcdef"
+    );
+    // An orphan is deleted by id.
+    let a2 = a.clone();
+    let orphan = pods[1].0.clone();
+    let task = tokio::spawn(async move { a2.delete_orphan(&orphan, Duration::from_secs(3)).await });
+    let (del, r) = api
+        .expect(
+            Method::DELETE,
+            "/api/v1/namespaces/shop/pods/shop-web-init-migrate-abcdef",
+        )
+        .await;
+    assert_eq!(del.body["gracePeriodSeconds"], 3);
+    r.send_response(status(404, "NotFound", "already gone"));
+    task.await.unwrap().unwrap();
+}

@@ -32,7 +32,7 @@ fn pid_of(st: &daros_adapters::WorkloadStatus) -> u32 {
 
 #[tokio::test]
 async fn starts_in_its_cgroups_as_its_user_with_env_and_directory() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let cg = TestCgroups::create("start");
     let (adapter, mut ev) = open(state.path()).await;
     let mut s = spec(
@@ -155,7 +155,7 @@ async fn starts_in_its_cgroups_as_its_user_with_env_and_directory() {
 
 #[tokio::test]
 async fn logs_rotate_and_follow_sees_new_lines() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let (adapter, mut ev) = open(state.path()).await;
     let s = spec(
         "chatty",
@@ -262,7 +262,7 @@ impl Drop for Server {
 
 #[tokio::test]
 async fn exec_http_and_tcp_checks_flip_ready_and_unready() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let www = tempfile::tempdir().unwrap();
     std::fs::write(www.path().join("index.html"), "ok").unwrap();
     let flag = www.path().join("healthy");
@@ -361,7 +361,7 @@ fn policy(
 
 #[tokio::test]
 async fn failures_restart_with_backoff_until_retries_run_out() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let (adapter, mut ev) = open(state.path()).await;
     let mut s = spec("crasher", sh("echo run; exit 3"), Placement::default());
     s.lifecycle = policy(RestartPolicy::OnFailure, Some(3), 300, 700);
@@ -439,7 +439,7 @@ async fn failures_restart_with_backoff_until_retries_run_out() {
 
 #[tokio::test]
 async fn clean_exits_complete_or_restart_per_policy() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let (adapter, mut ev) = open(state.path()).await;
     // OnFailure: a clean exit completes (an init job that succeeded).
     let mut job = spec("job", sh("exit 0"), Placement::default());
@@ -498,7 +498,7 @@ async fn clean_exits_complete_or_restart_per_policy() {
 
 #[tokio::test]
 async fn liveness_failure_and_deadline_are_application_failures() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let flag = tempfile::NamedTempFile::new().unwrap();
     let (adapter, mut ev) = open(state.path()).await;
     let mut s = spec("live", sh("exec sleep 120"), Placement::default());
@@ -557,7 +557,7 @@ async fn liveness_failure_and_deadline_are_application_failures() {
 
 #[tokio::test]
 async fn stop_honours_sigterm_and_escalates_to_sigkill() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let cg = TestCgroups::create("stop");
     let (adapter, mut ev) = open(state.path()).await;
     let placement = Placement {
@@ -634,7 +634,7 @@ async fn stop_honours_sigterm_and_escalates_to_sigkill() {
 
 #[tokio::test]
 async fn bad_specs_and_failed_starts_say_why() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let (adapter, mut ev) = open(state.path()).await;
     let e = adapter
         .create(&spec(
@@ -715,4 +715,44 @@ async fn bad_specs_and_failed_starts_say_why() {
         "{e}"
     );
     let _ = ev.try_next();
+}
+
+#[tokio::test]
+async fn a_killed_shim_takes_its_workload_and_is_a_communication_failure() {
+    let state = TestState::new();
+    let (adapter, mut ev) = open(state.path()).await;
+    let mut s = spec("orphan", sh("exec sleep 120"), Placement::default());
+    s.lifecycle = policy(RestartPolicy::Always, Some(1), 100, 100);
+    let id = adapter.create(&s).await.unwrap();
+    adapter.start(&id).await.unwrap();
+    let st = adapter.inspect(&id).await.unwrap();
+    let RuntimeDetail::Process {
+        pid: Some(pid),
+        shim_pid: Some(shim),
+        ..
+    } = st.detail
+    else {
+        panic!()
+    };
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(shim as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let (f, _) = wait_event(&mut ev, &id, T, |k| matches!(k, K::Failed { .. })).await;
+    assert!(
+        matches!(&f.kind, K::Failed { failure: Failure::Runtime(RuntimeFailure::AdapterCommunicationError { detail }) }
+            if detail.contains("shim")),
+        "{f:?}"
+    );
+    wait_until(T, "the workload to die with its shim", || !alive(pid)).await;
+    // The policy restarts it under a new shim.
+    wait_event(&mut ev, &id, T, |k| {
+        matches!(k, K::Started { generation: 2, .. })
+    })
+    .await;
+    adapter
+        .destroy(&id, DestroyOptions::default())
+        .await
+        .unwrap();
 }

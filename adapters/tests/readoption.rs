@@ -38,9 +38,10 @@ fn ticks(log: &Path) -> Vec<u64> {
 
 #[test]
 fn a_restarted_agent_adopts_running_workloads_after_kill_9() {
-    let state = tempfile::tempdir().unwrap();
+    let state = TestState::new();
     let work = tempfile::tempdir().unwrap();
     let cg = TestCgroups::create("adopt");
+    let cg2 = TestCgroups::create("adopt-waiter");
     let quit = work.path().join("quit");
     let quit2 = work.path().join("quit2");
     let ticker = write_spec(
@@ -62,7 +63,12 @@ fn a_restarted_agent_adopts_running_workloads_after_kill_9() {
             "while [ ! -f {q} ]; do sleep 0.05; done; exit 5",
             q = quit2.display()
         ),
-        Placement::default(),
+        // Its own cgroups too: their guard kills the workload even when the
+        // test fails (workloads outlive agents by design).
+        Placement {
+            cgroup: cg2.placement(),
+            ..Placement::default()
+        },
     );
     let (t_id, w_id) = (
         "process:daros-test.app.ticker.0",
@@ -145,7 +151,7 @@ fn a_restarted_agent_adopts_running_workloads_after_kill_9() {
         assert_eq!(second.command(&format!("destroy {id}"))["destroyed"], id);
     }
     assert!(!alive(t_pid));
-    assert!(cg.pids().is_empty());
+    assert!(cg.pids().is_empty() && cg2.pids().is_empty());
 }
 
 /// Runs an async wait on a small runtime from a synchronous test.

@@ -18,7 +18,7 @@ pub mod status;
 use crate::adapter::{DestroyOptions, LogQuery, LogStream, RuntimeAdapter, RuntimeCapabilities};
 use crate::error::AdapterError;
 use crate::event::{EventBus, EventStream, RuntimeEventKind};
-use crate::instance::{AdapterKind, RuntimeId, WorkloadInstanceSpec};
+use crate::instance::{AdapterKind, InstanceKey, RuntimeId, WorkloadInstanceSpec};
 use crate::logs::{LogLine, OutputStream};
 use crate::status::{InstanceState, RuntimeDetail, WorkloadStatus};
 use daros_coordinator::model::failure::{Failure, RuntimeFailure};
@@ -211,6 +211,54 @@ impl KubernetesAdapter {
                     }
                 }
             }
+        }
+    }
+
+    /// Every pod carrying this adapter's owner labels (on this node, when
+    /// configured), with its instance id and owner, whether or not this
+    /// agent knows the instance: after a restart, the agent re-creates and
+    /// starts the instances it still wants (adopting their pods) and
+    /// destroys the rest, so that no pod is left behind.
+    pub async fn managed_pods(&self) -> Result<Vec<(RuntimeId, InstanceKey)>, AdapterError> {
+        let mut lp = kube::api::ListParams::default().labels(&managed_selector());
+        if let Some(n) = &self.inner.cfg.node {
+            lp = lp.fields(&format!("spec.nodeName={n}"));
+        }
+        let pods = Api::<Pod>::all(self.inner.client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| kube_err("list managed pods", e))?;
+        Ok(pods
+            .items
+            .iter()
+            .filter_map(|p| {
+                let ns = p.metadata.namespace.as_ref()?;
+                let name = p.metadata.name.as_ref()?;
+                let key = pod::owner_key(p.metadata.labels.as_ref()?)?;
+                Some((
+                    RuntimeId::new(AdapterKind::Kubernetes, format!("{ns}/{name}")),
+                    key,
+                ))
+            })
+            .collect())
+    }
+
+    /// Forgets and deletes a managed pod this agent has no instance for
+    /// (found by [`Self::managed_pods`]).
+    pub async fn delete_orphan(&self, id: &RuntimeId, grace: Duration) -> Result<(), AdapterError> {
+        let (ns, name) = id
+            .name
+            .split_once('/')
+            .ok_or_else(|| AdapterError::NotFound(id.clone()))?;
+        let api = self.pods(ns);
+        let secs = u32::try_from(grace.as_secs()).unwrap_or(u32::MAX);
+        match api
+            .delete(name, &DeleteParams::default().grace_period(secs))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(kube_err(format!("delete pod {}", id.name), e)),
         }
     }
 

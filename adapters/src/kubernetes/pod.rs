@@ -87,6 +87,22 @@ pub fn owner_labels(key: &InstanceKey) -> BTreeMap<String, String> {
     l
 }
 
+/// The instance a managed pod belongs to, read back from its owner labels.
+pub fn owner_key(labels: &BTreeMap<String, String>) -> Option<InstanceKey> {
+    if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY) {
+        return None;
+    }
+    let app = daros_coordinator::model::names::AppKey::new(
+        labels.get(LABEL_TENANT)?,
+        labels.get(LABEL_APP)?,
+    );
+    let workload = labels.get(LABEL_WORKLOAD)?;
+    Some(match labels.get(LABEL_INIT_JOB) {
+        Some(j) => InstanceKey::init_job(app, workload, j),
+        None => InstanceKey::replica(app, workload, labels.get(LABEL_REPLICA)?.parse().ok()?),
+    })
+}
+
 /// The desired Pod of `spec` (whose RuntimeSpec is `ks`) in `namespace`.
 pub fn build_pod(
     spec: &WorkloadInstanceSpec,

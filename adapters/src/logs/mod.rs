@@ -13,7 +13,7 @@ use crate::time::{parse_rfc3339_nanos, rfc3339_nanos};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 
-pub use reader::{LogFollower, read_tail};
+pub use reader::{LogFollower, join_partials, read_tail};
 pub use writer::{LogLimits, RotatingLog};
 
 /// File name of the current log file in an instance's log directory.
@@ -72,15 +72,19 @@ impl fmt::Display for LogLine {
 
 /// Encodes one record (with its trailing newline).
 pub fn encode(time: u128, stream: OutputStream, partial: bool, text: &[u8]) -> Vec<u8> {
-    let ts = rfc3339_nanos(time);
-    let mut out = Vec::with_capacity(ts.len() + text.len() + 12);
+    let mut out = Vec::with_capacity(text.len() + 48);
+    encode_into(&mut out, &rfc3339_nanos(time), stream, partial, text);
+    out
+}
+
+/// Appends one record with the already formatted time `ts` to `out`.
+pub fn encode_into(out: &mut Vec<u8>, ts: &str, stream: OutputStream, partial: bool, text: &[u8]) {
     out.extend_from_slice(ts.as_bytes());
     out.push(b' ');
     out.extend_from_slice(stream.as_str().as_bytes());
     out.extend_from_slice(if partial { b" P " } else { b" F " });
     out.extend_from_slice(text);
     out.push(b'\n');
-    out
 }
 
 /// Decodes one record (without its newline); `None` for a line that is not

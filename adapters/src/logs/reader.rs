@@ -20,9 +20,40 @@ pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_ROTATED: u32 = 1000;
 
 /// The last `tail` lines (all when `None`) of the log in `dir`, oldest
-/// first. A missing log reads as empty.
+/// first, with partial records joined to the rest of their line. A missing
+/// log reads as empty.
 pub fn read_tail(dir: &Path, tail: Option<usize>) -> io::Result<Vec<LogLine>> {
-    Ok(LogFollower::start(dir, tail)?.0)
+    // Read a margin of records beyond `tail`: pieces of partial lines join
+    // into fewer lines.
+    let records = tail.map(|t| t.saturating_mul(4).saturating_add(64));
+    let lines = join_partials(LogFollower::start(dir, records)?.0);
+    let skip = tail.map_or(0, |t| lines.len().saturating_sub(t));
+    Ok(lines.into_iter().skip(skip).collect())
+}
+
+/// Joins each partial record to the records of the same stream that
+/// continue it (up to the one that ends the line), keeping the time of the
+/// first piece.
+pub fn join_partials(records: Vec<LogLine>) -> Vec<LogLine> {
+    let mut out: Vec<LogLine> = Vec::with_capacity(records.len());
+    // Index in `out` of an unfinished line, per stream.
+    let mut open: [Option<usize>; 2] = [None, None];
+    for r in records {
+        let s = r.stream as usize;
+        if let Some(i) = open[s] {
+            out[i].text.push_str(&r.text);
+            out[i].partial = r.partial;
+            if !r.partial {
+                open[s] = None;
+            }
+            continue;
+        }
+        if r.partial {
+            open[s] = Some(out.len());
+        }
+        out.push(r);
+    }
+    out
 }
 
 /// Reads new log lines as they are written.
@@ -213,6 +244,31 @@ mod tests {
         seen.extend(texts(&f.poll_once().unwrap()));
         let want: Vec<String> = (0..100).map(|i| format!("n{i}")).collect();
         assert_eq!(seen, want, "every line once, in order, across rotations");
+    }
+
+    #[test]
+    fn partial_records_join_their_line_per_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = RotatingLog::open(dir.path(), LogLimits::default()).unwrap();
+        log.write(OutputStream::Stdout, b"Password: ", 1).unwrap();
+        log.flush_partial(2).unwrap();
+        log.write(OutputStream::Stderr, b"warning\n", 3).unwrap();
+        log.write(OutputStream::Stdout, b"ok\nnext\n", 4).unwrap();
+        let all = read_tail(dir.path(), None).unwrap();
+        let got: Vec<(OutputStream, String, bool)> = all
+            .iter()
+            .map(|l| (l.stream, l.text.clone(), l.partial))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (OutputStream::Stdout, "Password: ok".into(), false),
+                (OutputStream::Stderr, "warning".into(), false),
+                (OutputStream::Stdout, "next".into(), false),
+            ]
+        );
+        assert_eq!(all[0].time, 2, "the time of the first piece");
+        assert_eq!(texts(&read_tail(dir.path(), Some(1)).unwrap()), ["next"]);
     }
 
     #[test]

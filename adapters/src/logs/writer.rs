@@ -1,7 +1,8 @@
 //! The shim's side: turns chunks read from the workload's pipes into
 //! records and appends them to `output.log`, rotating it by size.
 
-use super::{LOG_FILE, OutputStream, encode};
+use super::{LOG_FILE, OutputStream, encode_into};
+use crate::time::rfc3339_nanos;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -47,6 +48,10 @@ pub struct RotatingLog {
     size: u64,
     // Text read without its newline yet, per stream (stdout, stderr).
     pending: [Vec<u8>; 2],
+    // Records encoded but not written yet (one write per chunk read).
+    out: Vec<u8>,
+    // The last time formatted, reused for every line of a chunk.
+    ts: (u128, String),
 }
 
 impl RotatingLog {
@@ -64,6 +69,8 @@ impl RotatingLog {
             file,
             size,
             pending: [Vec::new(), Vec::new()],
+            out: Vec::with_capacity(128 * 1024),
+            ts: (0, rfc3339_nanos(0)),
         })
     }
 
@@ -81,9 +88,9 @@ impl RotatingLog {
         self.pending[idx].extend_from_slice(rest);
         while self.pending[idx].len() >= MAX_RECORD_TEXT {
             let head: Vec<u8> = self.pending[idx].drain(..MAX_RECORD_TEXT).collect();
-            self.append(&encode(now, stream, true, &head))?;
+            self.append(now, stream, true, &head)?;
         }
-        Ok(())
+        self.flush_out()
     }
 
     /// Writes text still waiting for its newline as partial records, so a
@@ -93,10 +100,10 @@ impl RotatingLog {
             let idx = stream as usize;
             if !self.pending[idx].is_empty() {
                 let text = std::mem::take(&mut self.pending[idx]);
-                self.append(&encode(now, stream, true, &text))?;
+                self.append(now, stream, true, &text)?;
             }
         }
-        Ok(())
+        self.flush_out()
     }
 
     /// True when some text waits for its newline.
@@ -110,9 +117,10 @@ impl RotatingLog {
             let idx = stream as usize;
             if !self.pending[idx].is_empty() {
                 let text = std::mem::take(&mut self.pending[idx]);
-                self.append(&encode(now, stream, false, &text))?;
+                self.append(now, stream, false, &text)?;
             }
         }
+        self.flush_out()?;
         self.file.sync_all()
     }
 
@@ -125,22 +133,49 @@ impl RotatingLog {
     ) -> io::Result<()> {
         let mut chunks = line.chunks(MAX_RECORD_TEXT).peekable();
         if chunks.peek().is_none() {
-            return self.append(&encode(now, stream, partial, b""));
+            return self.append(now, stream, partial, b"");
         }
         while let Some(c) = chunks.next() {
             let last = chunks.peek().is_none();
-            self.append(&encode(now, stream, partial || !last, c))?;
+            self.append(now, stream, partial || !last, c)?;
         }
         Ok(())
     }
 
-    fn append(&mut self, record: &[u8]) -> io::Result<()> {
-        let len = record.len() as u64;
-        if self.size > 0 && self.size + len > self.limits.max_bytes {
-            self.rotate()?;
+    // Encodes one record into the pending output, rotating first when the
+    // file (with what is pending) would pass its limit.
+    fn append(
+        &mut self,
+        now: u128,
+        stream: OutputStream,
+        partial: bool,
+        text: &[u8],
+    ) -> io::Result<()> {
+        if self.ts.0 != now {
+            self.ts = (now, rfc3339_nanos(now));
         }
-        self.file.write_all(record)?;
-        self.size += len;
+        let before = self.out.len();
+        encode_into(&mut self.out, &self.ts.1, stream, partial, text);
+        let len = (self.out.len() - before) as u64;
+        let used = self.size + before as u64;
+        if used > 0 && used + len > self.limits.max_bytes {
+            let record = self.out.split_off(before);
+            self.flush_out()?;
+            self.rotate()?;
+            self.out = record;
+        }
+        Ok(())
+    }
+
+    fn flush_out(&mut self) -> io::Result<()> {
+        if !self.out.is_empty() {
+            let r = self.file.write_all(&self.out);
+            // Written or not, these bytes are settled: a failing disk drops
+            // output instead of growing memory.
+            self.size += self.out.len() as u64;
+            self.out.clear();
+            r?;
+        }
         Ok(())
     }
 

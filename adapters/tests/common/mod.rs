@@ -112,6 +112,63 @@ impl Drop for TestCgroups {
     }
 }
 
+/// A state directory whose workloads are killed when the test ends, even
+/// when it fails: workloads outlive their agent by design, so a failed test
+/// would otherwise leave them running.
+pub struct TestState {
+    dir: tempfile::TempDir,
+}
+
+impl TestState {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("daros-test-state-")
+                .tempdir()
+                .unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TestState {
+    fn drop(&mut self) {
+        use daros_adapters::process::protocol::{ProcessIdentity, StartedRecord, read_json};
+        use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+        let same = |id: ProcessIdentity| {
+            daros_adapters::process::protocol::process_start_time(id.pid).ok()
+                == Some(id.start_time)
+        };
+        let Ok(instances) = std::fs::read_dir(self.path().join("run")) else {
+            return;
+        };
+        for inst in instances.flatten() {
+            let Ok(runs) = std::fs::read_dir(inst.path()) else {
+                continue;
+            };
+            for run in runs.flatten() {
+                let Ok(Some(s)) = read_json::<StartedRecord>(&run.path().join("started.json"))
+                else {
+                    continue;
+                };
+                if same(s.child)
+                    && let Some(p) = Pid::from_raw(s.child.pid as i32)
+                {
+                    let _ = kill_process_group(p, Signal::KILL);
+                }
+                if same(s.shim)
+                    && let Some(p) = Pid::from_raw(s.shim.pid as i32)
+                {
+                    let _ = kill_process(p, Signal::KILL);
+                }
+            }
+        }
+    }
+}
+
 pub fn shim_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_daros-shim"))
 }
