@@ -756,3 +756,33 @@ async fn a_killed_shim_takes_its_workload_and_is_a_communication_failure() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn leftovers_of_the_process_group_end_with_the_main_process() {
+    let state = TestState::new();
+    let (adapter, mut ev) = open(state.path()).await;
+    let marker = tempfile::NamedTempFile::new().unwrap();
+    // The main process starts a background child in its group and exits.
+    let mut s = spec(
+        "leaver",
+        sh(&format!(
+            "sleep 300 & echo $! > {}; exit 0",
+            marker.path().display()
+        )),
+        Placement::default(),
+    );
+    s.lifecycle = policy(RestartPolicy::Never, None, 100, 100);
+    let id = adapter.create(&s).await.unwrap();
+    adapter.start(&id).await.unwrap();
+    wait_event(&mut ev, &id, T, |k| *k == K::Completed).await;
+    let bg: u32 = std::fs::read_to_string(marker.path())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until(T, "the background child to be killed", || !alive(bg)).await;
+    adapter
+        .destroy(&id, DestroyOptions::default())
+        .await
+        .unwrap();
+}

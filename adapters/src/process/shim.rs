@@ -13,7 +13,8 @@
 //!    the agent's pipe;
 //! 3. copies the workload's stdout and stderr into the rotated log;
 //! 4. forwards SIGTERM, SIGINT and SIGHUP to the workload's process group;
-//! 5. when the workload ends, drains its pipes, writes `exit.json` and exits.
+//! 5. when the workload's main process ends, kills what is left of its
+//!    process group, drains its pipes, writes `exit.json` and exits.
 
 use super::protocol::{
     EXIT, ExitRecord, FAILED, LaunchFailure, ProcessIdentity, STARTED, ShimConfig, ShimReport,
@@ -321,6 +322,13 @@ fn pump(
                     }
                 }
                 2 => {
+                    // The leader exited and is not reaped yet, so its group
+                    // id cannot have been reused: end what is left of the
+                    // group (the workload is its main process, as a
+                    // container's init is), then reap.
+                    if let Some(p) = Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+                        let _ = rustix::process::kill_process_group(p, Signal::KILL);
+                    }
                     if let Some(st) = child.try_wait().map_err(Failure::Run)? {
                         exit = Some((
                             ExitStatus {

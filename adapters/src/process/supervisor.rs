@@ -231,11 +231,14 @@ impl Supervisor {
             Cmd::Destroy { opts, reply } => {
                 self.stop(opts.grace).await;
                 let r = self.remove(opts.remove_logs);
-                if r.is_ok() {
+                let done = r.is_ok();
+                if done {
                     self.emit(RuntimeEventKind::Destroyed);
                 }
                 let _ = reply.send(r);
-                true
+                // A failed removal keeps the instance (stopped) so that
+                // destroy can be tried again.
+                done
             }
         }
     }
