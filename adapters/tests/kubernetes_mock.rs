@@ -571,6 +571,63 @@ async fn mock_apiserver_pod_deleted_behind_our_back_is_a_failure() {
 }
 
 #[tokio::test]
+async fn mock_apiserver_a_pod_missing_from_a_relist_is_a_failure() {
+    let (a, mut api, mut ev) = mock_cluster();
+    let s = spec();
+    let (id, pod) = create_and_start(&a, &mut api, &s).await;
+    let watch = tokio::spawn(a.clone().watch());
+    let (_, r) = api.expect(Method::GET, "/api/v1/pods").await;
+    r.send_response(json_response(
+        200,
+        &json!({"apiVersion": "v1", "kind": "PodList",
+        "metadata": {"resourceVersion": "3"}, "items": [live(&pod, running(0, true, None, None))]}),
+    ));
+    let (w, r) = api.expect(Method::GET, "/api/v1/pods").await;
+    assert!(w.query.contains("watch=true"), "{}", w.query);
+    let (tx, resp) = streaming();
+    r.send_response(resp);
+    assert_eq!(
+        next_kinds(&mut ev, &id, 3).await,
+        [
+            K::Created,
+            K::Started {
+                pid: None,
+                generation: 1
+            },
+            K::Ready
+        ]
+    );
+    // The watch expires (as after an API server outage): the API server
+    // ends it with a 410 ERROR event, no failure by itself ...
+    let gone = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+                      "reason": "Expired", "message": "too old resource version"});
+    tx.send(watch_event("ERROR", &gone)).await.unwrap();
+    // ... and the re-list no longer has the pod: it was deleted meanwhile.
+    let (relist, r) = api.expect(Method::GET, "/api/v1/pods").await;
+    assert!(!relist.query.contains("watch=true"), "{}", relist.query);
+    r.send_response(json_response(
+        200,
+        &json!({"apiVersion": "v1", "kind": "PodList",
+        "metadata": {"resourceVersion": "9"}, "items": []}),
+    ));
+    let got = next_kinds(&mut ev, &id, 1).await;
+    assert_eq!(
+        got[0],
+        K::Failed {
+            failure: Failure::Runtime(RuntimeFailure::ContainerCrash { exit_code: None })
+        }
+    );
+    assert!(
+        a.list().await.unwrap()[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("deleted outside D-AROS")
+    );
+    watch.abort();
+}
+
+#[tokio::test]
 async fn mock_apiserver_stop_deletes_with_grace_and_waits_until_gone() {
     let (a, mut api, mut ev) = mock_cluster();
     let s = spec();

@@ -137,6 +137,12 @@ fn kube_err(op: impl Into<String>, e: kube::Error) -> AdapterError {
     }
 }
 
+fn watch_expired(e: &watcher::Error) -> bool {
+    // The API server ends an expired watch with an ERROR event of code
+    // 410; kube's watcher then lists again.
+    matches!(e, watcher::Error::WatchError(s) if s.code == 410)
+}
+
 fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
@@ -192,17 +198,42 @@ impl KubernetesAdapter {
         let stream = watcher(Api::<Pod>::all(self.inner.client.clone()), wc).default_backoff();
         futures::pin_mut!(stream);
         let mut failing = false;
+        // Pods seen during a (re-)list: an instance whose pod is not among
+        // them lost it while the watch was down.
+        let mut listed: Option<std::collections::BTreeSet<String>> = None;
         while let Some(item) = stream.next().await {
             match item {
-                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                Ok(watcher::Event::Apply(p)) => {
                     failing = false;
                     self.observe_pod(&p);
+                }
+                Ok(watcher::Event::Init) => {
+                    listed = Some(std::collections::BTreeSet::new());
+                }
+                Ok(watcher::Event::InitApply(p)) => {
+                    failing = false;
+                    if let (Some(l), Some(ns), Some(name)) =
+                        (listed.as_mut(), &p.metadata.namespace, &p.metadata.name)
+                    {
+                        l.insert(format!("{ns}/{name}"));
+                    }
+                    self.observe_pod(&p);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    failing = false;
+                    if let Some(l) = listed.take() {
+                        self.missing_after_list(&l);
+                    }
                 }
                 Ok(watcher::Event::Delete(p)) => {
                     failing = false;
                     self.pod_gone(&p);
                 }
-                Ok(_) => failing = false,
+                Err(e) if watch_expired(&e) => {
+                    // 410: the resource version is too old; the watcher
+                    // lists again. Normal protocol, not a failure.
+                    tracing::debug!(error = %e, "pod watch expired, relisting");
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "watching pods failed");
                     if !failing {
@@ -345,6 +376,20 @@ impl KubernetesAdapter {
                     tracing::warn!(pod = %name, error = %e, "deleting a pod past its retries failed");
                 }
             });
+        }
+    }
+
+    fn missing_after_list(&self, listed: &std::collections::BTreeSet<String>) {
+        let gone: Vec<Instance> = match self.inner.instances.lock() {
+            Ok(m) => m
+                .iter()
+                .filter(|(k, i)| i.started && !listed.contains(*k))
+                .map(|(_, i)| i.clone())
+                .collect(),
+            Err(_) => return,
+        };
+        for inst in gone {
+            self.pod_gone(&pod_stub(&inst));
         }
     }
 
