@@ -14,6 +14,16 @@ pub const DEFAULT_CONFIG_FILE: &str = "/etc/daros/agent.toml";
 pub const ENV_PREFIX: &str = "DAROS_";
 /// Names the config file instead of a key.
 pub const ENV_CONFIG_FILE: &str = "DAROS_CONFIG";
+/// `DAROS_*` variables that belong to tooling (tests, benchmarks, the cgroup-v2 VM
+/// runner), not to darosd; they are neither keys nor errors.
+pub const RESERVED_ENV_PREFIXES: &[&str] =
+    &["DAROS_TEST_", "DAROS_BENCH_", "DAROS_VM_", "DAROS_IN_VM"];
+
+fn is_config_var(name: &str) -> bool {
+    name.starts_with(ENV_PREFIX)
+        && name != ENV_CONFIG_FILE
+        && !RESERVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+}
 
 /// One flag that sets a key.
 #[derive(Debug, Clone)]
@@ -76,11 +86,7 @@ pub fn load(o: &Overrides) -> Result<Config, ConfigError> {
     }
 
     let defaults = Table::try_from(Config::default()).unwrap_or_default();
-    let mut env: Vec<&(String, String)> = o
-        .env
-        .iter()
-        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k != ENV_CONFIG_FILE)
-        .collect();
+    let mut env: Vec<&(String, String)> = o.env.iter().filter(|(k, _)| is_config_var(k)).collect();
     env.sort();
     for (var, raw) in env {
         let origin = format!(" (from env {var})");
@@ -413,6 +419,26 @@ mod tests {
             e.contains("DAROS_X does not name a configuration key"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tooling_variables_are_not_configuration() {
+        let o = Overrides {
+            env: vec![
+                ("DAROS_IN_VM".into(), "1".into()),
+                ("DAROS_VM_DISK_MOUNT".into(), "/mnt/vmdisk".into()),
+                ("DAROS_TEST_IO_DIR".into(), "/tmp".into()),
+                ("DAROS_BENCH_SECONDS".into(), "5".into()),
+            ],
+            ..Overrides::default()
+        };
+        assert_eq!(load(&o).unwrap(), Config::default());
+        // A typo in a section name is still refused.
+        let o = Overrides {
+            env: vec![("DAROS_SENSNG_INTERVAL".into(), "1s".into())],
+            ..Overrides::default()
+        };
+        assert!(err_of(&o).starts_with("sensng: unknown key `sensng`"));
     }
 
     #[test]
