@@ -154,7 +154,9 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
     // Global filters: runtime types and images of workloads and init jobs.
     let mut runtimes = Vec::new();
     let mut images = Vec::new();
-    for w in &app.spec.workloads {
+    let filtered =
+        req.effective.allowed_runtime_types.is_some() || !req.effective.allowed_images.is_empty();
+    for w in app.spec.workloads.iter().filter(|_| filtered) {
         runtimes.push((w.name.clone(), w.runtime.runtime_type));
         images.push((w.name.clone(), w.image.clone()));
         for j in &w.init_jobs {

@@ -159,7 +159,8 @@ pub struct Decision {
     pub placements: Vec<PlacementRecord>,
     /// Preemptions performed.
     pub preemptions: Vec<PreemptionRecord>,
-    /// Admission and policy checks.
+    /// Admission and policy checks that failed (every check, passed or
+    /// not, is in the policy evaluation record).
     pub checks: Vec<PolicyCheck>,
     /// Policy evaluation record used.
     pub evaluation: Option<u64>,

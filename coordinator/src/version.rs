@@ -5,6 +5,7 @@
 use crate::model::application::Application;
 use crate::model::time::Timestamp;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Where a version came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,8 +26,8 @@ pub enum VersionOrigin {
 pub struct AppVersion {
     /// Version number, from 1.
     pub version: u32,
-    /// The spec.
-    pub spec: Application,
+    /// The spec (shared: versions are immutable).
+    pub spec: Arc<Application>,
     /// When it was accepted.
     pub created: Timestamp,
     /// Where it came from.

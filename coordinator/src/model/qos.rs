@@ -157,21 +157,21 @@ fn check_exact<T: PartialEq + fmt::Display>(
     request: Option<T>,
     limit: Option<T>,
 ) {
-    let p = join(path, res);
+    let p = || join(path, res);
     match (request, limit) {
         (Some(r), Some(l)) if r == l => {}
         (Some(r), Some(l)) => errs.push(FieldError::new(
-            join(&p, "limit"),
+            join(&p(), "limit"),
             format!(
                 "Guaranteed classes need {res} request == limit, got request {r} and limit {l}"
             ),
         )),
         (None, _) => errs.push(FieldError::new(
-            join(&p, "request"),
+            join(&p(), "request"),
             format!("Guaranteed classes need a {res} request equal to its limit"),
         )),
         (Some(_), None) => errs.push(FieldError::new(
-            join(&p, "limit"),
+            join(&p(), "limit"),
             format!("Guaranteed classes need a {res} limit equal to its request"),
         )),
     }

@@ -548,6 +548,17 @@ impl<T: Quantity> ResourceBounds<T> {
         self.request.or(self.reservation)
     }
 
+    /// True when [`ResourceBounds::validate`] finds nothing (no allocation).
+    pub fn is_valid(&self) -> bool {
+        !(self.limit.is_some_and(|l| l.is_zero())
+            || matches!((self.reservation, self.request), (Some(r), Some(q)) if r > q)
+            || matches!((self.request, self.limit), (Some(q), Some(l)) if q > l)
+            || matches!(
+                (self.reservation, self.limit, self.request),
+                (Some(r), Some(l), None) if r > l
+            ))
+    }
+
     /// Checks `reservation <= request <= limit` and a non-zero limit; `path`
     /// names this resource in the errors.
     pub fn validate(&self, path: &str) -> Vec<FieldError> {
@@ -722,39 +733,48 @@ impl ResourceProfile {
     /// the profile itself (e.g. `spec.workloads[0].resources`).
     pub fn validate(&self, path: &str) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        errs.extend(self.cpu.validate(&join(path, "cpu")));
-        errs.extend(self.memory.validate(&join(path, "memory")));
-        errs.extend(self.gpu.validate(&join(path, "gpu")));
-        errs.extend(self.network.egress.validate(&join(path, "network.egress")));
-        errs.extend(
-            self.network
-                .ingress
-                .validate(&join(path, "network.ingress")),
-        );
-        errs.extend(self.io.read.validate(&join(path, "io.read")));
-        errs.extend(self.io.write.validate(&join(path, "io.write")));
+        // Paths are built only for bounds that have a problem.
+        if !self.cpu.is_valid() {
+            errs.extend(self.cpu.validate(&join(path, "cpu")));
+        }
+        if !self.memory.is_valid() {
+            errs.extend(self.memory.validate(&join(path, "memory")));
+        }
+        if !self.gpu.is_valid() {
+            errs.extend(self.gpu.validate(&join(path, "gpu")));
+        }
+        for (name, b) in [
+            ("network.egress", &self.network.egress),
+            ("network.ingress", &self.network.ingress),
+            ("io.read", &self.io.read),
+            ("io.write", &self.io.write),
+        ] {
+            if !b.is_valid() {
+                errs.extend(b.validate(&join(path, name)));
+            }
+        }
         if self.pids == Some(0) {
             errs.push(FieldError::new(
                 join(path, "pids"),
                 "must be greater than 0 (leave it out for no limit)",
             ));
         }
-        let dpath = join(path, "dedicatedCpus");
+        let dpath = || join(path, "dedicatedCpus");
         match self.dedicated_cpus {
             DedicatedCpus::No => {}
             DedicatedCpus::MatchLimit => match self.cpu.limit {
                 None => errs.push(FieldError::new(
-                    dpath,
+                    dpath(),
                     "true needs cpu.limit to say how many cores",
                 )),
                 Some(l) if l.whole_cores().is_none() => errs.push(FieldError::new(
-                    dpath,
+                    dpath(),
                     format!("true needs a whole-core cpu.limit, got {l}"),
                 )),
                 Some(_) => {}
             },
             DedicatedCpus::Cores(0) => errs.push(FieldError::new(
-                dpath,
+                dpath(),
                 "0 dedicated cores: use false for shared cores",
             )),
             DedicatedCpus::Cores(n) => {
@@ -762,7 +782,7 @@ impl ResourceProfile {
                     && l < MilliCpu::from_cores(u64::from(n))
                 {
                     errs.push(FieldError::new(
-                        dpath,
+                        dpath(),
                         format!("{n} dedicated cores exceed cpu.limit {l}"),
                     ));
                 }
@@ -965,6 +985,23 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(zero.validate("m")[0].path, "m.limit");
+    }
+
+    #[test]
+    fn is_valid_agrees_with_validate() {
+        let vals = [None, Some(Bytes(0)), Some(Bytes(1)), Some(Bytes(2))];
+        for request in vals {
+            for limit in vals {
+                for reservation in vals {
+                    let b = ResourceBounds {
+                        request,
+                        limit,
+                        reservation,
+                    };
+                    assert_eq!(b.is_valid(), b.validate("p").is_empty(), "{b:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with per-(OS, runtime) capacity indexes, so that a placement examines a
 //! handful of nodes instead of scanning all of them.
 
+use super::cost_index::CostTree;
 use super::record::RejectReason;
 use super::resources::{Demand, ResVec};
 use crate::model::node::ExecutionNode;
@@ -81,13 +82,24 @@ pub struct NodeState {
     pub domains: Vec<(u32, u32)>,
     /// Cost per hour in thousandths (`u64::MAX` when unknown).
     pub cost: u64,
+    runtime_mask: u8,
     slots: Vec<u32>,
 }
 
 impl NodeState {
-    /// Free cpu at ratio 1, as indexed.
+    /// Free cpu at ratio 1 (zero when overcommitted).
     pub fn free_cpu(&self) -> u64 {
         self.cap.cpu.saturating_sub(self.alloc.cpu)
+    }
+
+    /// Free cpu at ratio 1, negative when overcommitted: the index key.
+    pub fn free_key(&self) -> i64 {
+        self.cap.cpu as i64 - self.alloc.cpu as i64
+    }
+
+    /// True when the node runs `req` (OS and runtime type).
+    pub fn supports(&self, req: &RuntimeRequirement) -> bool {
+        self.spec.os == req.os && self.runtime_mask & (1 << req.runtime_type.index()) != 0
     }
 
     /// Value id of failure-domain key `key`.
@@ -125,7 +137,7 @@ impl NodeState {
         if !self.spec.schedulable {
             return Err(RejectReason::Unschedulable);
         }
-        if !self.spec.supports(&d.runtime) {
+        if !self.supports(&d.runtime) {
             return Err(RejectReason::IncompatibleRuntime);
         }
         if u.alloc.cpu.saturating_add(d.request.cpu) > ratio.apply(self.cap.cpu) {
@@ -186,10 +198,12 @@ impl NodeState {
 /// cpu and by cost.
 #[derive(Debug, Clone, Default)]
 pub struct ClassIndex {
-    /// (free cpu at ratio 1, node), ascending.
-    pub by_free: BTreeSet<(u64, NodeIdx)>,
+    /// (free cpu at ratio 1, negative when overcommitted, node), ascending.
+    pub by_free: BTreeSet<(i64, NodeIdx)>,
     /// (cost, node), ascending.
     pub by_cost: Vec<(u64, NodeIdx)>,
+    /// The same nodes with a max-tree over free cpu.
+    pub cost_tree: CostTree,
     /// Largest cpu capacity in the class (bounds overcommit headroom).
     pub max_cap_cpu: u64,
 }
@@ -332,6 +346,7 @@ impl Cluster {
                     tenant_cpu: Vec::new(),
                     domains: Vec::new(),
                     cost: u64::MAX,
+                    runtime_mask: 0,
                     slots: Vec::new(),
                 });
                 i
@@ -354,6 +369,7 @@ impl Cluster {
             gpu: u64::from(spec.capacity.gpu.get()),
         };
         n.cost = spec.cost_per_hour.map_or(u64::MAX, |c| c.millis());
+        n.runtime_mask = spec.runtimes.iter().fold(0, |m, r| m | (1 << r.index()));
         n.domains = domains;
         n.spec = spec;
         self.index(idx);
@@ -436,11 +452,12 @@ impl Cluster {
 
     fn unindex(&mut self, i: NodeIdx) {
         let n = &mut self.nodes[i as usize];
-        let key = (n.free_cpu(), i);
+        let key = (n.free_key(), i);
         for s in std::mem::take(&mut n.slots) {
             let c = &mut self.slots[s as usize];
             c.by_free.remove(&key);
             c.by_cost.retain(|(_, x)| *x != i);
+            c.cost_tree.invalidate();
         }
         let cap = n.cap;
         let schedulable = n.spec.schedulable;
@@ -478,9 +495,10 @@ impl Cluster {
             }
             let s = p.slots[os_index(os)][rt.index()];
             let c = &mut self.slots[s as usize];
-            c.by_free.insert((n.free_cpu(), i));
+            c.by_free.insert((n.free_key(), i));
             let pos = c.by_cost.partition_point(|e| *e < (n.cost, i));
             c.by_cost.insert(pos, (n.cost, i));
+            c.cost_tree.invalidate();
             c.max_cap_cpu = c.max_cap_cpu.max(n.cap.cpu);
             n.slots.push(s);
         }
@@ -500,7 +518,7 @@ impl Cluster {
         let Some(n) = self.nodes.get_mut(i as usize) else {
             return;
         };
-        let old = n.free_cpu();
+        let old = n.free_key();
         n.add(&p);
         n.instances.insert(serial, p);
         self.reindex(i, old);
@@ -510,15 +528,15 @@ impl Cluster {
     pub fn release(&mut self, i: NodeIdx, serial: u64) -> Option<Placed> {
         let n = self.nodes.get_mut(i as usize)?;
         let p = n.instances.remove(&serial)?;
-        let old = n.free_cpu();
+        let old = n.free_key();
         n.sub(&p);
         self.reindex(i, old);
         Some(p)
     }
 
-    fn reindex(&mut self, i: NodeIdx, old_free: u64) {
+    fn reindex(&mut self, i: NodeIdx, old_free: i64) {
         let n = &self.nodes[i as usize];
-        let new_free = n.free_cpu();
+        let new_free = n.free_key();
         if new_free == old_free {
             return;
         }
@@ -526,6 +544,20 @@ impl Cluster {
             let c = &mut self.slots[s as usize];
             c.by_free.remove(&(old_free, i));
             c.by_free.insert((new_free, i));
+            c.cost_tree.update(i, new_free);
+        }
+    }
+
+    /// Rebuilds the cost trees whose membership changed; call before a
+    /// batch of placements.
+    pub fn prepare(&mut self) {
+        let nodes = &self.nodes;
+        for c in &mut self.slots {
+            if c.cost_tree.is_dirty() {
+                let order: Vec<NodeIdx> = c.by_cost.iter().map(|(_, i)| *i).collect();
+                c.cost_tree
+                    .rebuild(order.into_iter(), |i| nodes[i as usize].free_key());
+            }
         }
     }
 }
@@ -599,11 +631,11 @@ mod tests {
         assert_eq!(default.members.len(), 2);
         assert_eq!(default.cap.cpu, 12_000);
         let keys: Vec<_> = c.class(default, &req).by_free.iter().copied().collect();
-        assert_eq!(keys, [(4000, a), (8000, b)]);
+        assert_eq!(keys, [(4000i64, a), (8000, b)]);
         let s = c.allocate(b, placed(6000));
         let default = c.pool(DEFAULT_POOL).unwrap();
         let keys: Vec<_> = c.class(default, &req).by_free.iter().copied().collect();
-        assert_eq!(keys, [(2000, b), (4000, a)]);
+        assert_eq!(keys, [(2000i64, b), (4000, a)]);
         c.set_pool(ResourcePool {
             name: "gpu".into(),
             selector: serde_json::from_str(r#"{"matchLabels":{"tier":"gpu"}}"#).unwrap(),

@@ -78,7 +78,7 @@ pub fn place_one(
         .ratio
         .apply(class.max_cap_cpu)
         .saturating_sub(class.max_cap_cpu);
-    let lower = demand.request.cpu.saturating_sub(headroom);
+    let lower = demand.request.cpu as i64 - headroom as i64;
     let mut s = Search {
         cluster,
         demand,
@@ -102,6 +102,15 @@ pub fn place_one(
         ScanOrder::MostFree => {
             for &(free, i) in class.by_free.iter().rev() {
                 if free < lower || !s.visit(i) {
+                    break;
+                }
+            }
+        }
+        ScanOrder::Cheapest if !class.cost_tree.is_dirty() => {
+            let mut from = 0;
+            while let Some((p, i)) = class.cost_tree.first_at_least(from, lower) {
+                from = p + 1;
+                if !s.visit(i) {
                     break;
                 }
             }

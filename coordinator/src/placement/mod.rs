@@ -5,6 +5,7 @@
 pub mod binpack;
 pub mod cluster;
 pub mod cost;
+pub mod cost_index;
 pub mod engine;
 pub mod fairshare;
 pub mod record;

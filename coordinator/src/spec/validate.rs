@@ -24,6 +24,14 @@ fn name(v: &mut Violations, path: &str, n: &str) {
     }
 }
 
+/// Like [`name`], building the path `parent.key` only on error.
+fn name_at(v: &mut Violations, parent: &str, key: &str, n: &str) {
+    if let Some(mut e) = check_name("", n) {
+        e.path = join(parent, key);
+        v.extend([e]);
+    }
+}
+
 /// Checks an application: names, priority, workloads (resources against
 /// their QoS class, replicas, health checks, init jobs, dependencies and
 /// cycles), lifecycle and policy rules.
@@ -71,11 +79,11 @@ pub fn application(app: &Application) -> Vec<FieldError> {
     let names: BTreeSet<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
     for (i, w) in s.workloads.iter().enumerate() {
         for (j, d) in w.depends_on.iter().enumerate() {
-            let p = format!("spec.workloads[{i}].dependsOn[{j}]");
+            let p = || format!("spec.workloads[{i}].dependsOn[{j}]");
             if d == &w.name {
-                v.push(p, "a workload cannot depend on itself");
+                v.push(p(), "a workload cannot depend on itself");
             } else if !names.contains(d.as_str()) {
-                v.push(p, format!("no workload named {d:?} in this application"));
+                v.push(p(), format!("no workload named {d:?} in this application"));
             }
         }
     }
@@ -94,7 +102,7 @@ pub fn application(app: &Application) -> Vec<FieldError> {
 }
 
 fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
-    name(v, &join(p, "name"), &w.name);
+    name_at(v, p, "name", &w.name);
     if let Some(img) = &w.image
         && img.trim().is_empty()
     {
@@ -145,7 +153,7 @@ fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
     let mut jobs = BTreeSet::new();
     for (i, j) in w.init_jobs.iter().enumerate() {
         let jp = format!("{p}.initJobs[{i}]");
-        name(v, &join(&jp, "name"), &j.name);
+        name_at(v, &jp, "name", &j.name);
         if !jobs.insert(j.name.as_str()) {
             v.push(
                 join(&jp, "name"),

@@ -113,13 +113,12 @@ impl Coordinator {
                 phase: Phase::Created,
                 versions: vec![AppVersion {
                     version: 1,
-                    spec: app,
+                    spec: std::sync::Arc::new(app),
                     created: now,
                     origin: VersionOrigin::Apply,
                 }],
                 current: 1,
                 effective: None,
-                resolutions: Vec::new(),
                 policies: Vec::new(),
                 evaluation: None,
                 charge: Charge::default(),
@@ -155,7 +154,7 @@ impl Coordinator {
         let Some(e) = self.apps.get(key) else {
             return false;
         };
-        let (spec, targets, version) = (e.spec().clone(), e.targets.clone(), e.current);
+        let (spec, targets, version) = (e.spec_arc(), e.targets.clone(), e.current);
         let ev = self.evaluate(key, &spec, &targets, Charge::default(), version, now);
         let accepted = ev.admitted();
         let reason = if accepted {
@@ -185,7 +184,6 @@ impl Coordinator {
             if let Some(e) = self.apps.get_mut(key) {
                 e.charge = charge;
                 e.effective = ev.effective.clone();
-                e.resolutions = ev.resolutions.clone();
                 e.policies = ev.policies.clone();
                 e.evaluation = Some(ev.evaluation);
                 e.admitted_seq = seq;
@@ -382,7 +380,7 @@ impl Coordinator {
                 fair_share: None,
                 placements: Vec::new(),
                 preemptions: Vec::new(),
-                checks: ev.checks.clone(),
+                checks: ev.checks.iter().filter(|c| !c.passed).cloned().collect(),
                 evaluation: Some(ev.evaluation),
                 policies: ev.policies.clone(),
                 accepted,
@@ -740,14 +738,14 @@ impl Coordinator {
                 latest,
             });
         };
-        if v.spec == *e.spec() {
+        if *v.spec == *e.spec() {
             out.notes.push(format!(
                 "{key}: version {version} is the spec in force (version {})",
                 e.current
             ));
             return Ok(());
         }
-        let spec = v.spec.clone();
+        let spec = (*v.spec).clone();
         let mut pending = Vec::new();
         self.update_spec(
             key,
@@ -832,7 +830,7 @@ impl Coordinator {
         if let Some(e) = self.apps.get_mut(key) {
             e.versions.push(AppVersion {
                 version,
-                spec: app,
+                spec: std::sync::Arc::new(app),
                 created: now,
                 origin,
             });
@@ -840,7 +838,6 @@ impl Coordinator {
             e.targets = targets;
             e.charge = charge;
             e.effective = ev.effective.clone();
-            e.resolutions = ev.resolutions.clone();
             e.policies = ev.policies.clone();
             e.evaluation = Some(ev.evaluation);
             if start {

@@ -172,6 +172,7 @@ impl Coordinator {
         staying: &[(String, NodeIdx)],
         totals: &BTreeMap<String, u32>,
     ) -> GangOutcome {
+        self.cluster.prepare();
         let Some(e) = self.apps.get(key) else {
             return GangOutcome::default();
         };
@@ -301,7 +302,7 @@ impl Coordinator {
         out: &mut Outcome,
     ) {
         let Some(e) = self.apps.get(key) else { return };
-        let spec = e.spec().clone();
+        let spec = e.spec_arc();
         let eff = e.effective.clone().unwrap_or_default();
         let version = e.current;
         let targets = e.targets.clone();
@@ -410,7 +411,7 @@ impl Coordinator {
         let Some(e) = self.apps.get_mut(key) else {
             return;
         };
-        let spec = e.spec().clone();
+        let spec = e.spec_arc();
         for w in workloads {
             e.runtime.jobs.retain(|(jw, _), _| jw != w);
             if let Some(w) = spec.workload(w) {
@@ -532,7 +533,7 @@ impl Coordinator {
         out: &mut Outcome,
     ) -> Option<(DecisionId, bool, String)> {
         let e = self.apps.get(key)?;
-        let spec = e.spec().clone();
+        let spec = e.spec_arc();
         let eff = e.effective.clone().unwrap_or_default();
         let version = e.current;
         let evicted: BTreeSet<InstanceKey> = e
@@ -628,7 +629,7 @@ impl Coordinator {
                 source,
             }
         })?;
-        let spec = e.spec().clone();
+        let spec = e.spec_arc();
         let w = spec
             .workload(workload)
             .ok_or_else(|| CoordinatorError::UnknownWorkload {
@@ -877,7 +878,7 @@ impl Coordinator {
         out: &mut Outcome,
     ) {
         let Some(e) = self.apps.get(key) else { return };
-        let old = e.spec().clone();
+        let old = e.spec_arc();
         let version = e.versions.len() as u32 + 1;
         let own = e.charge;
         let targets: BTreeMap<String, u32> = app
@@ -1068,7 +1069,7 @@ impl Coordinator {
         e.allocated = e.allocated.minus(freed).plus(added);
         e.versions.push(AppVersion {
             version,
-            spec: app,
+            spec: std::sync::Arc::new(app),
             created: now,
             origin,
         });
@@ -1076,7 +1077,6 @@ impl Coordinator {
         e.targets = targets;
         e.charge = charge;
         e.effective = ev.effective.clone();
-        e.resolutions = ev.resolutions.clone();
         e.policies = ev.policies.clone();
         e.evaluation = Some(ev.evaluation);
         if let Some(t) = self.tenants.get_mut(&key.tenant) {

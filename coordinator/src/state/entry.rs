@@ -8,7 +8,7 @@ use crate::model::names::AppKey;
 use crate::model::tenant::Tenant;
 use crate::model::time::Timestamp;
 use crate::placement::ResVec;
-use crate::policy::{EffectivePolicy, Resolution};
+use crate::policy::EffectivePolicy;
 use crate::reconcile::AppRuntime;
 use crate::version::AppVersion;
 use serde::{Deserialize, Serialize};
@@ -50,8 +50,6 @@ pub struct AppEntry {
     pub current: u32,
     /// Effective policy from the last admission.
     pub effective: Option<EffectivePolicy>,
-    /// How it was resolved.
-    pub resolutions: Vec<Resolution>,
     /// Policies that took part.
     pub policies: Vec<String>,
     /// Policy evaluation id.
@@ -83,6 +81,12 @@ impl AppEntry {
     pub fn spec(&self) -> &Application {
         let i = (self.current as usize).saturating_sub(1);
         &self.versions[i.min(self.versions.len() - 1)].spec
+    }
+
+    /// The spec in force, shared.
+    pub fn spec_arc(&self) -> std::sync::Arc<Application> {
+        let i = (self.current as usize).saturating_sub(1);
+        std::sync::Arc::clone(&self.versions[i.min(self.versions.len() - 1)].spec)
     }
 
     /// Replicas of `w` wanted (its target, else its min).

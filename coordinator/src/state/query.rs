@@ -310,7 +310,11 @@ impl Coordinator {
             allocated: e.allocated,
             effective: e.effective.clone(),
             policies: e.policies.clone(),
-            resolutions: e.resolutions.clone(),
+            resolutions: e
+                .evaluation
+                .and_then(|id| self.evaluation(id))
+                .map(|ev| ev.resolutions.clone())
+                .unwrap_or_default(),
             instances,
             jobs,
             blocked: self
@@ -444,7 +448,10 @@ impl Coordinator {
                 .iter()
                 .map(|p| (p.clone(), name(p.node)))
                 .collect(),
-            checks: d.checks.clone(),
+            checks: match d.evaluation.and_then(|e| self.evaluation(e)) {
+                Some(e) if !d.checks.is_empty() || d.constraints.is_none() => e.checks.clone(),
+                _ => d.checks.clone(),
+            },
             policies: d.policies.clone(),
             resolutions: d
                 .evaluation
