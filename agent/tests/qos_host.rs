@@ -410,6 +410,8 @@ fn protection_loop_holds_and_releases_a_best_effort_hog_on_v1() {
         (q > 0).then_some(q)
     });
     assert!(held >= 1000, "quota {held}");
+    std::thread::sleep(Duration::from_secs(2));
+    println!("tick cost {:.0} us", svc.shared().status().tick_cost_us);
     let ev = svc.shared().events();
     let hold = ev
         .iter()

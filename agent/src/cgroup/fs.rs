@@ -143,6 +143,18 @@ impl StatFile {
         }
     }
 
+    /// Reads the file from offset 0 into `out` with one `pread`, without
+    /// allocating (for small files re-read on a hot path: pressure, cpu.stat,
+    /// memory.current). `Ok(None)` when the content may not fit in `out`.
+    pub fn read_small<'a>(&mut self, out: &'a mut [u8]) -> Result<Option<&'a [u8]>, CgroupError> {
+        let n = match &self.file {
+            Some(f) => f.read_at(out, 0),
+            None => File::open(&self.path).and_then(|f| f.read_at(out, 0)),
+        }
+        .map_err(|e| read_error(&self.path, e))?;
+        Ok((n < out.len()).then(|| &out[..n]))
+    }
+
     /// Reads the file and parses it as a single unsigned integer (`max` → `u64::MAX`).
     pub fn read_u64(&mut self, buf: &mut Vec<u8>) -> Result<u64, CgroupError> {
         self.read_into(buf)?;
@@ -271,6 +283,25 @@ mod tests {
         assert_eq!(f.read_u64(&mut buf).unwrap(), 123);
         std::fs::write(&p, "4567\n").unwrap();
         assert_eq!(f.read_u64(&mut buf).unwrap(), 4567);
+    }
+
+    #[test]
+    fn small_reads_without_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cpu.pressure");
+        std::fs::write(&p, "some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n").unwrap();
+        let mut f = StatFile::open(p.clone()).unwrap();
+        let mut out = [0u8; 256];
+        let got = f.read_small(&mut out).unwrap().unwrap();
+        assert!(got.ends_with(b"total=42\n"));
+        let mut tiny = [0u8; 8];
+        assert!(f.read_small(&mut tiny).unwrap().is_none(), "does not fit");
+        assert!(
+            StatFile::reopening(p)
+                .read_small(&mut out)
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

@@ -188,6 +188,13 @@ impl Collector for QosCollector {
                 })
                 .collect(),
         )?;
+        family(
+            &mut enc,
+            "daros_qos_protection_tick_seconds",
+            "Average wall time of one protection sampler tick",
+            Gauge,
+            vec![(vec![], p.tick_cost_us / 1e6)],
+        )?;
         let shared = self.svc.shared();
         let c = shared.counters();
         family(

@@ -655,7 +655,14 @@ impl QosService {
             {
                 warn!(workload = %id, error = %e, "cannot persist dedicated cores");
             }
-            let skip = held.get(&id).cloned().unwrap_or_default();
+            // Knobs the loop holds stay as they are, unless the class is no longer
+            // one the loop holds (the class values then replace the hold).
+            let skip = match entry.spec.class {
+                QosClass::BestEffort | QosClass::Burstable => {
+                    held.get(&id).cloned().unwrap_or_default()
+                }
+                _ => BTreeSet::new(),
+            };
             let (write, keep): (Vec<KnobPlan>, Vec<KnobPlan>) = plans
                 .into_iter()
                 .partition(|p| !is_hold_knob(p.knob, &skip));

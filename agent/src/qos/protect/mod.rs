@@ -156,6 +156,8 @@ pub struct ProtectionStatus {
     pub levels: BTreeMap<String, u8>,
     /// Knobs currently held.
     pub holds: Vec<HoldView>,
+    /// Average CPU time of one sampler tick (thread CPU clock), microseconds: the loop's own cost.
+    pub tick_cost_us: f64,
 }
 
 /// Counters and the reaction histogram.

@@ -95,7 +95,7 @@ pub enum Change {
         /// New level.
         level: u8,
     },
-    /// The threatened floors are back above `restored_ratio`.
+    /// The threatened floors are back above `restored_ratio` after the loop acted.
     Restored {
         /// From the first tick that saw the threat.
         after: Duration,
@@ -108,6 +108,7 @@ pub struct ResourcePolicy {
     level: u8,
     last_change: Duration,
     threat_since: Option<Duration>,
+    acted: bool,
     calm_since: Option<Duration>,
     last_release: Option<Duration>,
     last_threat: Option<Duration>,
@@ -121,6 +122,7 @@ impl ResourcePolicy {
             level: 0,
             last_change: Duration::ZERO,
             threat_since: None,
+            acted: false,
             calm_since: None,
             last_release: None,
             last_threat: None,
@@ -160,6 +162,7 @@ impl ResourcePolicy {
             self.last_threat = Some(now);
             if self.threat_since.is_none() {
                 self.threat_since = Some(now);
+                self.acted = false;
             }
             if self.level == 0 {
                 if self
@@ -170,12 +173,14 @@ impl ResourcePolicy {
                 }
                 self.level = 1;
                 self.last_change = now;
+                self.acted = true;
                 out.push(Change::Hold { why });
             } else if self.level < c.max_level
                 && now.saturating_sub(self.last_change) >= c.escalate_after
             {
                 self.level += 1;
                 self.last_change = now;
+                self.acted = true;
                 out.push(Change::Tighten {
                     level: self.level,
                     why,
@@ -187,9 +192,12 @@ impl ResourcePolicy {
             && obs.iter().all(|o| o.restored(c))
         {
             self.threat_since = None;
-            out.push(Change::Restored {
-                after: now.saturating_sub(since),
-            });
+            // Dips the loop did not act on (already at its highest level) are not episodes.
+            if self.acted {
+                out.push(Change::Restored {
+                    after: now.saturating_sub(since),
+                });
+            }
         }
         if self.level == 0 {
             return out;

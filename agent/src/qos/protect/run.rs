@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use super::actuator::{Actuator, Applied};
 use super::policy::{Change, FloorObs, PolicyConfig, ResourcePolicy};
 use super::psi::{self, Trigger};
-use super::sampler::{Rates, Series};
+use super::sampler::{Need, Rates, Series};
 use super::{EventKind, ProtectionEvent, Shared, WatchSet, Watched, ms_f, unix_ms};
 use crate::cgroup::fs::StatFile;
 use crate::cgroup::{AnyBackend, CgroupError};
@@ -119,6 +119,7 @@ struct Loop {
     started: Instant,
     buf: Vec<u8>,
     short_logged: BTreeMap<Resource, Instant>,
+    tick_cost: f64,
 }
 
 impl Loop {
@@ -144,6 +145,7 @@ impl Loop {
             started: Instant::now(),
             buf: Vec::with_capacity(8192),
             short_logged: BTreeMap::new(),
+            tick_cost: 0.0,
         }
     }
 
@@ -205,11 +207,32 @@ impl Loop {
         let keep = self.cfg.window.max(self.cfg.io_window) * 2;
         let mut series = BTreeMap::new();
         let mut notes = Vec::new();
+        let reserved: Vec<&Watched> = ws.workloads.iter().filter(|w| w.reserved()).collect();
+        let any_mem = reserved.iter().any(|w| w.floor_memory > 0.0);
+        let any_io = reserved
+            .iter()
+            .any(|w| w.floor_io_read > 0.0 || w.floor_io_write > 0.0);
+        // Each workload is re-opened (cheap) so that a changed floor changes what is read.
+        self.series.clear();
         for w in &ws.workloads {
-            let s = match self.series.remove(&w.id) {
-                Some(s) => Ok(s),
-                None => Series::open(&self.backend, &w.cgroup, keep),
+            let need = if w.reserved() {
+                Need {
+                    cpu: w.floor_cpu > 0.0,
+                    memory: w.floor_memory > 0.0,
+                    io: w.floor_io_read > 0.0 || w.floor_io_write > 0.0,
+                    pressure: true,
+                }
+            } else if w.holdable() && (any_mem || any_io) {
+                Need {
+                    cpu: false,
+                    memory: any_mem,
+                    io: any_io,
+                    pressure: false,
+                }
+            } else {
+                continue;
             };
+            let s = Series::open(&self.backend, &w.cgroup, need, keep);
             match s {
                 Ok(s) => {
                     series.insert(w.id.clone(), s);
@@ -221,9 +244,11 @@ impl Loop {
             }
         }
         self.series = series;
-        if self.node_memory.is_none() {
-            self.node_memory = NodeStall::open(self.cfg.proc_pressure.join("memory"));
-        }
+        self.node_memory = if any_mem {
+            NodeStall::open(self.cfg.proc_pressure.join("memory"))
+        } else {
+            None
+        };
         self.triggers.clear();
         let mut armed = Vec::new();
         let any_reserved = ws.workloads.iter().any(Watched::reserved);
@@ -309,6 +334,21 @@ impl Loop {
         self.shared
             .ticks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cpu0 = thread_cpu();
+        self.tick_inner(now);
+        let cost = thread_cpu().saturating_sub(cpu0).as_secs_f64() * 1e6;
+        self.tick_cost = if self.tick_cost == 0.0 {
+            cost
+        } else {
+            0.95 * self.tick_cost + 0.05 * cost
+        };
+        let c = self.tick_cost;
+        if self.shared.ticks.load(std::sync::atomic::Ordering::Relaxed) % 100 == 1 {
+            self.shared.update_status(|s| s.tick_cost_us = c);
+        }
+    }
+
+    fn tick_inner(&mut self, now: Instant) {
         let mut gone: Vec<String> = Vec::new();
         for (id, s) in &mut self.series {
             if let Err(e) = s.read(&mut self.buf, now) {
@@ -332,16 +372,18 @@ impl Loop {
             .filter_map(|(id, s)| s.rates(self.cfg.io_window).map(|r| (id.clone(), r)))
             .collect();
         let t = now.saturating_duration_since(self.started);
-        let watched = self.watch.workloads.clone();
+        let ws = Arc::clone(&self.watch);
+        let watched = &ws.workloads;
+        let mut changed = false;
         for res in RESOURCES {
-            let obs = observations(res, &watched, &rates, &io_rates, node_mem_stall);
+            let obs = observations(res, watched, &rates, &io_rates, node_mem_stall);
             let Some(policy) = self.policies.get_mut(&res) else {
                 continue;
             };
             if obs.is_empty() {
                 if policy.level() > 0 {
                     *policy = ResourcePolicy::new(&self.cfg.policy);
-                    let a = self.actuator.release_all(res, &watched);
+                    let a = self.actuator.release_all(res, watched);
                     self.event(
                         EventKind::Release,
                         res,
@@ -355,6 +397,7 @@ impl Loop {
             }
             let changes = policy.step(&self.cfg.policy, t, &obs);
             let level = policy.level();
+            changed |= !changes.is_empty();
             for c in changes {
                 let holdable = watched.iter().any(Watched::holdable);
                 match c {
@@ -380,7 +423,7 @@ impl Loop {
                         } else {
                             &rates
                         };
-                        let a = self.actuator.set_level(res, level, &watched, r);
+                        let a = self.actuator.set_level(res, level, watched, r);
                         self.event(EventKind::Hold, res, level, why, a, None);
                     }
                     Change::Tighten { why, .. } => {
@@ -389,19 +432,19 @@ impl Loop {
                         } else {
                             &rates
                         };
-                        let a = self.actuator.set_level(res, level, &watched, r);
+                        let a = self.actuator.set_level(res, level, watched, r);
                         self.event(EventKind::Tighten, res, level, why, a, None);
                     }
                     Change::Release { level } => {
                         let a = if level == 0 {
-                            self.actuator.release_all(res, &watched)
+                            self.actuator.release_all(res, watched)
                         } else {
                             let r = if res == Resource::Io {
                                 &io_rates
                             } else {
                                 &rates
                             };
-                            self.actuator.set_level(res, level, &watched, r)
+                            self.actuator.set_level(res, level, watched, r)
                         };
                         self.event(
                             EventKind::Release,
@@ -424,6 +467,9 @@ impl Loop {
                     }
                 }
             }
+        }
+        if !changed {
+            return;
         }
         let holds = self.actuator.holds();
         let levels = self
@@ -471,6 +517,15 @@ impl Loop {
             &a.classes,
         );
     }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The node's memory stall share over a window, from `/proc/pressure/memory`.

@@ -1,13 +1,31 @@
-//! The fast sampler: each watched workload's counters read through the cgroup
-//! layer's stat readers every tick, kept in a short ring so usage and stall can
-//! be taken over a sliding window.
+//! The fast sampler: for each watched workload only the files its floors (or
+//! a hold) need — `cpu.stat`, `memory.current`, `io.stat` and the matching
+//! pressure files — kept open and re-read through the cgroup layer every tick,
+//! in a short ring so usage and stall can be taken over a sliding window.
+//! (`memory.stat` and friends, which the kernel builds expensively, are left
+//! to the slow sensing loop.)
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::cgroup::{
-    AnyBackend, CgroupBackend, CgroupError, CgroupPath, CgroupStats, OpenMode, StatsReader,
-};
+use crate::cgroup::fs::{OpenMode, StatFile};
+use crate::cgroup::parse::psi;
+use crate::cgroup::stats::IoStats;
+use crate::cgroup::{AnyBackend, CgroupError, CgroupPath, v1, v2};
+
+/// What to read for one workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Need {
+    /// CPU usage and CPU pressure.
+    pub cpu: bool,
+    /// Memory usage and memory pressure.
+    pub memory: bool,
+    /// IO bytes and IO pressure.
+    pub io: bool,
+    /// The pressure files too (reserved workloads).
+    pub pressure: bool,
+}
 
 /// Counters at one instant.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,25 +68,121 @@ impl Rates {
     }
 }
 
-/// The samples of one cgroup.
+#[derive(Debug)]
+enum CpuFile {
+    /// v2 `cpu.stat` (also the unified mount's on hybrid hosts).
+    Stat(StatFile),
+    /// v1 `cpuacct.usage`.
+    Usage(StatFile),
+}
+
+#[derive(Debug)]
+enum IoFile {
+    V2(StatFile),
+    V1(StatFile),
+}
+
+/// The open files and samples of one cgroup.
 #[derive(Debug)]
 pub struct Series {
-    reader: StatsReader,
-    stats: CgroupStats,
+    cpu: Option<CpuFile>,
+    memory: Option<StatFile>,
+    io: Option<IoFile>,
+    psi: [Option<StatFile>; 3],
+    io_buf: Vec<IoStats>,
     ring: VecDeque<Sample>,
     keep: Duration,
 }
 
+fn open(path: &Path) -> Result<Option<StatFile>, CgroupError> {
+    OpenMode::KeepOpen.open_optional(path.to_path_buf())
+}
+
 impl Series {
-    /// Opens the stat files of `cg`; keeps samples covering `keep`.
+    /// Opens what `need` asks for in `cg`; keeps samples covering `keep`.
+    /// `Gone` when the cgroup does not exist.
     pub fn open(
         backend: &AnyBackend,
         cg: &CgroupPath,
+        need: Need,
         keep: Duration,
     ) -> Result<Self, CgroupError> {
+        let (cpu, memory, io, psi_dir) = match backend {
+            AnyBackend::V2(b) => {
+                let d = b.dir(cg);
+                if !d.is_dir() {
+                    return Err(CgroupError::Gone { path: d });
+                }
+                let cpu = if need.cpu {
+                    open(&d.join(v2::cpu::STAT))?.map(CpuFile::Stat)
+                } else {
+                    None
+                };
+                let memory = if need.memory {
+                    open(&d.join(v2::memory::CURRENT))?
+                } else {
+                    None
+                };
+                let io = if need.io {
+                    open(&d.join(v2::io::STAT))?.map(IoFile::V2)
+                } else {
+                    None
+                };
+                (cpu, memory, io, Some(d))
+            }
+            AnyBackend::V1(b) => {
+                let dir = |c: &str| b.mount(c).map(|m| cg.under(m)).filter(|d| d.is_dir());
+                let unified = b.unified().map(|u| cg.under(u)).filter(|d| d.is_dir());
+                if dir("cpuacct").is_none() && dir("memory").is_none() && unified.is_none() {
+                    return Err(CgroupError::Gone {
+                        path: cg.to_string().into(),
+                    });
+                }
+                let cpu = if need.cpu {
+                    match dir("cpuacct") {
+                        Some(d) => open(&d.join(v1::cpuacct::USAGE))?.map(CpuFile::Usage),
+                        None => match &unified {
+                            Some(u) => open(&u.join(v2::cpu::STAT))?.map(CpuFile::Stat),
+                            None => None,
+                        },
+                    }
+                } else {
+                    None
+                };
+                let memory = match (need.memory, dir("memory")) {
+                    (true, Some(d)) => open(&d.join(v1::memory::USAGE))?,
+                    _ => None,
+                };
+                let io = match (need.io, dir("blkio")) {
+                    (true, Some(d)) => open(&d.join(v1::blkio::IO_SERVICE_BYTES))?.map(IoFile::V1),
+                    _ => None,
+                };
+                (cpu, memory, io, unified)
+            }
+        };
+        let mut psi = [None, None, None];
+        if need.pressure
+            && let Some(d) = psi_dir
+        {
+            for (i, (wanted, file)) in [
+                (need.cpu, v2::psi::CPU),
+                (need.memory, v2::psi::MEMORY),
+                (need.io, v2::psi::IO),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if wanted {
+                    psi[i] = open(&d.join(file))?;
+                }
+            }
+        }
         Ok(Series {
-            reader: backend.open_stats(cg, OpenMode::KeepOpen)?,
-            stats: CgroupStats::default(),
+            cpu,
+            memory,
+            io,
+            psi,
+            io_buf: Vec::new(),
             ring: VecDeque::new(),
             keep,
         })
@@ -76,38 +190,70 @@ impl Series {
 
     /// Reads one sample.
     pub fn read(&mut self, buf: &mut Vec<u8>, now: Instant) -> Result<(), CgroupError> {
-        self.reader.read(buf, &mut self.stats)?;
-        let s = &self.stats;
-        let sample = Sample {
-            at: now,
-            cpu_ns: s.cpu.map_or(0, |c| c.usage_ns),
-            memory: s.memory.map_or(0, |m| m.current),
-            io: s
-                .io
-                .iter()
-                .flatten()
-                .map(|d| (d.major, d.minor, d.rbytes, d.wbytes))
-                .collect(),
-            stall_us: [
-                s.psi.cpu.map(|p| p.some.total_us),
-                s.psi.memory.map(|p| p.some.total_us),
-                s.psi.io.map(|p| p.some.total_us),
-            ],
+        let mut small = [0u8; 2048];
+        let cpu_ns = match &mut self.cpu {
+            Some(CpuFile::Stat(f)) => {
+                let text = small_or_full(f, &mut small, buf)?;
+                v2::cpu::parse_stat(text).map_or(0, |c| c.usage_ns)
+            }
+            Some(CpuFile::Usage(f)) => {
+                let text = small_or_full(f, &mut small, buf)?;
+                crate::cgroup::parse::single_u64(text).unwrap_or(0)
+            }
+            None => 0,
         };
-        self.ring.push_back(sample);
-        while self
-            .ring
-            .front()
-            .is_some_and(|f| now.saturating_duration_since(f.at) > self.keep)
-            && self.ring.len() > 2
+        let memory = match &mut self.memory {
+            Some(f) => {
+                crate::cgroup::parse::single_u64(small_or_full(f, &mut small, buf)?).unwrap_or(0)
+            }
+            None => 0,
+        };
+        let io = match &mut self.io {
+            Some(IoFile::V2(f)) => {
+                f.read_into(buf)?;
+                v2::io::parse_stat(buf, &mut self.io_buf);
+                self.io_buf
+                    .iter()
+                    .map(|d| (d.major, d.minor, d.rbytes, d.wbytes))
+                    .collect()
+            }
+            Some(IoFile::V1(f)) => {
+                f.read_into(buf)?;
+                self.io_buf.clear();
+                v1::blkio::parse_rwstat(buf, v1::blkio::Counting::Bytes, &mut self.io_buf);
+                self.io_buf
+                    .iter()
+                    .map(|d| (d.major, d.minor, d.rbytes, d.wbytes))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let mut stall_us = [None; 3];
+        for (i, f) in self.psi.iter_mut().enumerate() {
+            if let Some(f) = f {
+                stall_us[i] = psi(small_or_full(f, &mut small, buf)?).map(|p| p.some.total_us);
+            }
+        }
+        self.ring.push_back(Sample {
+            at: now,
+            cpu_ns,
+            memory,
+            io,
+            stall_us,
+        });
+        while self.ring.len() > 2
+            && self
+                .ring
+                .front()
+                .is_some_and(|f| now.saturating_duration_since(f.at) > self.keep)
         {
             self.ring.pop_front();
         }
         Ok(())
     }
 
-    /// Rates between the newest sample and the oldest one within `window`
-    /// (at least two samples apart); `None` until two samples exist.
+    /// Rates between the newest sample and the oldest one within `window`;
+    /// `None` until two samples exist.
     pub fn rates(&self, window: Duration) -> Option<Rates> {
         let last = self.ring.back()?;
         let first = self
@@ -117,10 +263,20 @@ impl Series {
             .or_else(|| self.ring.iter().rev().nth(1))?;
         Some(rates_between(first, last))
     }
+}
 
-    /// The newest sample.
-    pub fn last(&self) -> Option<&Sample> {
-        self.ring.back()
+/// The content of `f`: from the stack buffer when it fits, else read whole into `buf`.
+fn small_or_full<'a>(
+    f: &mut StatFile,
+    small: &'a mut [u8],
+    buf: &'a mut Vec<u8>,
+) -> Result<&'a [u8], CgroupError> {
+    match f.read_small(small)? {
+        Some(text) => Ok(text),
+        None => {
+            f.read_into(buf)?;
+            Ok(buf.as_slice())
+        }
     }
 }
 
@@ -186,8 +342,34 @@ mod tests {
         assert!((r.stall[0] - 0.5).abs() < 1e-9);
         assert_eq!(r.stall[1], 0.0);
         assert_eq!(r.memory, 7);
-        // A counter that went backwards does not produce a negative rate.
         let c = sample(t0 + Duration::from_millis(60), 1, 0, 0);
         assert_eq!(rates_between(&b, &c).cpu_cores, 0.0);
+    }
+
+    #[test]
+    fn reads_only_what_is_needed_from_a_real_cgroup() {
+        let b = AnyBackend::detect().unwrap();
+        let root = CgroupPath::root();
+        let need = Need {
+            cpu: true,
+            memory: false,
+            io: false,
+            pressure: false,
+        };
+        let mut s = Series::open(&b, &root, need, Duration::from_secs(1)).unwrap();
+        assert!(s.memory.is_none() && s.io.is_none() && s.psi.iter().all(Option::is_none));
+        let mut buf = Vec::new();
+        s.read(&mut buf, Instant::now()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        s.read(&mut buf, Instant::now()).unwrap();
+        assert!(s.rates(Duration::from_secs(1)).is_some());
+        let gone = Series::open(
+            &b,
+            &CgroupPath::new("daros-test-no-such-cgroup").unwrap(),
+            need,
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(gone.is_gone());
     }
 }
