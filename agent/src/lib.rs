@@ -23,6 +23,9 @@ pub mod gpu;
 pub mod metrics;
 /// API data types (node, workloads, capabilities, GPU, pressure).
 pub mod model;
+/// The eBPF datapath in darosd: attachments, caps and floors following the
+/// workloads and classes; network and run-queue figures per workload.
+pub mod net;
 /// QoS enforcement: classes and floors → cgroup knobs, admission, protection loop.
 pub mod qos;
 /// Sensing: node and workload counters, rates, discovery, the sampler thread.

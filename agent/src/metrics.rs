@@ -507,6 +507,7 @@ pub fn encode_snapshot(snap: &Snapshot, enc: &mut DescriptorEncoder) -> fmt::Res
         Gauge,
         per(&|w| w.sample.gpu_memory_bytes.map(|b| b as f64)),
     )?;
+    encode_datapath(snap, enc)?;
     let mut stalled = Vec::new();
     let mut avg = Vec::new();
     for w in &snap.workloads {
@@ -527,6 +528,158 @@ pub fn encode_snapshot(snap: &Snapshot, enc: &mut DescriptorEncoder) -> fmt::Res
         Gauge,
         avg,
     )?;
+    Ok(())
+}
+
+/// Upper bounds (microseconds) of the run-queue wait histogram buckets
+/// exported; each is a bucket edge of the datapath's log2 histogram.
+const RUNQUEUE_BUCKETS_US: [u64; 10] =
+    [2, 8, 32, 128, 512, 2_048, 8_192, 32_768, 131_072, 1_048_576];
+
+/// Network and run-queue families of the eBPF datapath.
+fn encode_datapath(snap: &Snapshot, enc: &mut DescriptorEncoder) -> fmt::Result {
+    use crate::model::net::NetDirectionSample;
+    use MetricType::{Counter, Gauge};
+    let wl = |w: &crate::model::Workload| -> Labels {
+        vec![("workload", w.id.clone()), ("kind", w.kind.as_str().into())]
+    };
+    let net = |f: fn(&NetDirectionSample) -> Option<f64>| -> Vec<(Labels, f64)> {
+        let mut out = Vec::new();
+        for w in &snap.workloads {
+            let Some(n) = &w.sample.network else { continue };
+            for (dir, d) in [("egress", &n.egress), ("ingress", &n.ingress)] {
+                if let Some(v) = f(d) {
+                    let mut l = wl(w);
+                    l.push(("direction", dir.into()));
+                    out.push((l, v));
+                }
+            }
+        }
+        out
+    };
+    family(
+        enc,
+        "daros_workload_network_bytes",
+        "Bytes passed by the workload's sockets (L3, eBPF cgroup_skb)",
+        Counter,
+        net(|d| Some(d.bytes_total as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_packets",
+        "Packets passed (a GSO/TSO skb counts once)",
+        Counter,
+        net(|d| Some(d.packets_total as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_dropped_bytes",
+        "Bytes dropped by the workload's cap",
+        Counter,
+        net(|d| Some(d.dropped_bytes_total as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_dropped_packets",
+        "Packets dropped by the workload's cap",
+        Counter,
+        net(|d| Some(d.dropped_packets_total as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_marked_packets",
+        "Packets passed with congestion notification (egress) or ECN CE (ingress)",
+        Counter,
+        net(|d| Some(d.marked_packets_total as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_cap_bytes_per_second",
+        "Cap in force (the tighter of the class limit and the floor loop's cap)",
+        Gauge,
+        net(|d| d.cap_bytes_per_second.map(|v| v as f64)),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_throttled",
+        "1 while the workload is over its bucket in that direction",
+        Gauge,
+        net(|d| Some(if d.throttled { 1.0 } else { 0.0 })),
+    )?;
+    family(
+        enc,
+        "daros_workload_network_throttle_episodes",
+        "Throttle episodes seen since the agent started",
+        Counter,
+        net(|d| Some(d.throttle_episodes_total as f64)),
+    )?;
+    let rq = |f: fn(&crate::model::net::RunQueueSample) -> Option<f64>| -> Vec<(Labels, f64)> {
+        snap.workloads
+            .iter()
+            .filter_map(|w| w.sample.runqueue.as_ref().and_then(f).map(|v| (wl(w), v)))
+            .collect()
+    };
+    family(
+        enc,
+        "daros_workload_oncpu_seconds",
+        "Time the workload's tasks ran on a CPU (eBPF sched_switch)",
+        Counter,
+        rq(|r| Some(r.oncpu_seconds_total)),
+    )?;
+    family(
+        enc,
+        "daros_workload_runqueue_wait_max_seconds",
+        "Longest run-queue wait since the datapath first saw the cgroup",
+        Gauge,
+        rq(|r| Some(r.wait_max_seconds)),
+    )?;
+    family(
+        enc,
+        "daros_workload_runqueue_wait_p99_seconds",
+        "99th percentile run-queue wait over the last sampling interval (log2 bucket bound)",
+        Gauge,
+        rq(|r| r.wait_p99_seconds),
+    )?;
+    let with_rq: Vec<&crate::model::Workload> = snap
+        .workloads
+        .iter()
+        .filter(|w| w.sample.runqueue.is_some())
+        .collect();
+    if !with_rq.is_empty() {
+        let mut m = enc.encode_descriptor(
+            "daros_workload_runqueue_wait_seconds",
+            "Run-queue wait of the workload's tasks, from wakeup or preemption to running",
+            None,
+            MetricType::Histogram,
+        )?;
+        for w in with_rq {
+            let Some(r) = &w.sample.runqueue else {
+                continue;
+            };
+            let mut buckets = Vec::with_capacity(RUNQUEUE_BUCKETS_US.len() + 1);
+            let mut slot = 0usize;
+            for bound in RUNQUEUE_BUCKETS_US {
+                // slot i holds waits in [2^i, 2^(i+1)) us: its upper edge is 2^(i+1)
+                let mut n = 0;
+                while slot < r.wait_histogram.len() && (2u64 << slot) <= bound {
+                    n += r.wait_histogram[slot];
+                    slot += 1;
+                }
+                buckets.push((bound as f64 / 1e6, n));
+            }
+            let rest: u64 = r.wait_histogram.iter().skip(slot).sum();
+            buckets.push((f64::INFINITY, rest));
+            let count: u64 = r.wait_histogram.iter().sum();
+            let labels = wl(w);
+            m.encode_family(&labels)?
+                .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                    r.wait_seconds_total,
+                    count,
+                    &buckets,
+                    None,
+                )?;
+        }
+    }
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 pub mod caps;
 pub mod error;
 pub mod health;
+pub mod net;
 pub mod node;
 pub mod openapi;
 pub mod qos;
@@ -33,6 +34,8 @@ pub struct AppState {
     pub interval: Duration,
     /// QoS enforcement (`None` when `[qos] enabled = false`).
     pub qos: Option<Arc<crate::qos::QosService>>,
+    /// The eBPF datapath.
+    pub net: Option<Arc<crate::net::NetService>>,
 }
 
 /// A path parameter or query parameter of a route, for the OpenAPI document.
@@ -76,6 +79,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(workloads::routes());
     r.extend(caps::routes());
     r.extend(qos::routes());
+    r.extend(net::routes());
     r.push(openapi::route());
     r
 }

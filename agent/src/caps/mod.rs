@@ -49,6 +49,7 @@ pub fn probe(layout: &CgroupLayout, gpu: Feature) -> Capabilities {
         psi,
         bpf,
         gpu,
+        datapath: Default::default(),
         summary,
     }
 }

@@ -4,6 +4,7 @@
 pub mod caps;
 pub mod completions;
 pub mod man;
+pub mod net;
 pub mod node;
 pub mod output;
 pub mod qos;
@@ -53,6 +54,8 @@ pub enum Command {
     Caps(caps::CapsArgs),
     /// QoS classes and floors: set, get, unset, protection events.
     Qos(qos::QosArgs),
+    /// eBPF datapath: status, events, and `cleanup` (removes every pin; no agent needed).
+    Net(net::NetArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
     /// Print the man page (or write all pages to a directory).
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Top(a) => rt.block_on(top::run(&client, cli.output, a, out)),
         Command::Caps(a) => rt.block_on(caps::run(&client, cli.output, a, out)),
         Command::Qos(a) => rt.block_on(qos::run(&client, cli.output, a, out)),
+        Command::Net(a) => rt.block_on(net::run(&client, cli.output, a, out)),
         Command::Completions(a) => completions::run(a, out),
         Command::Man(a) => man::run(a, out),
     }

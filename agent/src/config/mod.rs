@@ -5,12 +5,14 @@
 
 pub mod duration;
 pub mod load;
+pub mod net;
 pub mod qos;
 pub mod sections;
 pub mod validate;
 
 pub use duration::HumanDuration;
 pub use load::{DEFAULT_CONFIG_FILE, Overrides, load};
+pub use net::NetSection;
 pub use qos::QosSection;
 pub use sections::{
     AgentSection, ApiSection, CgroupSection, Config, DiscoverySection, GpuSection, LogFormat,

@@ -27,6 +27,8 @@ pub struct Config {
     pub gpu: GpuSection,
     /// QoS enforcement.
     pub qos: super::qos::QosSection,
+    /// eBPF datapath: network accounting, caps and floors; run-queue latency.
+    pub net: super::net::NetSection,
 }
 
 /// Log output format.

@@ -168,6 +168,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid("gpu.library", "must not be empty"));
     }
     super::qos::validate(&c.qos)?;
+    super::net::validate(c)?;
     Ok(())
 }
 

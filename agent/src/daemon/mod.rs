@@ -3,6 +3,7 @@
 //! Prometheus metrics) until SIGTERM/SIGINT.
 
 pub mod args;
+pub mod net;
 pub mod notify;
 pub mod qos;
 
@@ -180,6 +181,8 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     };
     let mut sampler = Sampler::new(sampler_cfg, backend.clone(), gpu)
         .map_err(startup("opening node counters"))?;
+    let datapath = net::open(&cfg, &layout, &managed_root);
+    sampler.add_source(datapath.source());
 
     let mut managed = None;
     let (notes, dirs) =
@@ -205,6 +208,8 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
             }
         };
     let mut caps = caps::probe(&layout, gpu_feature);
+    caps.datapath = datapath.caps();
+    caps.summary.extend(net::summary(&caps.datapath));
     caps.cgroup.managed_root = Some(ManagedRootCaps {
         path: managed_root.to_string(),
         dirs,
@@ -223,25 +228,30 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     let wait_stop = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let qos = qos::start(&cfg, managed);
+    let qos = qos::start(&net::qos_config(&cfg), managed.clone());
+    datapath.start(qos.clone(), managed);
     let state = AppState {
         latest: Arc::clone(&latest),
         caps: Arc::new(caps),
         interval,
         qos: qos.clone(),
+        net: Some(Arc::clone(&datapath)),
     };
     let api_server = tokio::spawn(
         axum::serve(listener, api::router(state))
             .with_graceful_shutdown(wait_stop(stop_rx.clone()))
             .into_future(),
     );
-    let qos_metrics: Vec<Box<dyn prometheus_client::collector::Collector>> = qos
+    let mut qos_metrics: Vec<Box<dyn prometheus_client::collector::Collector>> = qos
         .iter()
         .map(|q| {
             Box::new(crate::qos::metrics::QosCollector::new(Arc::clone(q)))
                 as Box<dyn prometheus_client::collector::Collector>
         })
         .collect();
+    qos_metrics.push(Box::new(crate::net::metrics::NetCollector::new(
+        Arc::clone(&datapath),
+    )));
     let qos_reconcile = qos
         .as_ref()
         .map(|q| qos::reconcile_loop(Arc::clone(q), cfg.qos.reconcile_interval.0, stop_rx.clone()));
@@ -285,6 +295,8 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         // Holds are released so no workload stays throttled without the agent.
         q.shutdown();
     }
+    // Floor caps are lifted; class limits, counting and attachments stay pinned.
+    datapath.shutdown();
     handle.stop();
     drop(socket_guard);
     info!("stopped");

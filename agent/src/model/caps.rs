@@ -18,6 +18,9 @@ pub struct Capabilities {
     pub bpf: BpfCaps,
     /// GPU (NVML).
     pub gpu: Feature,
+    /// The agent's eBPF datapath as it started (network, run-queue, floors).
+    #[serde(default)]
+    pub datapath: DatapathCaps,
     /// One line per fact, for people.
     pub summary: Vec<String>,
 }
@@ -122,4 +125,26 @@ pub struct BpfCaps {
     pub kprobes: Feature,
     /// Relevant capabilities held by the agent (`CAP_BPF`, ...).
     pub capabilities: Vec<String>,
+}
+
+/// The eBPF datapath, as darosd started it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DatapathCaps {
+    /// Per-workload network accounting and caps (cgroup_skb programs).
+    pub network: Feature,
+    /// Per-workload run-queue latency and on-CPU time (tp_btf programs).
+    pub runqueue: Feature,
+    /// Network floors (the floor loop).
+    pub floors: Feature,
+}
+
+impl Default for DatapathCaps {
+    fn default() -> Self {
+        let no = || Feature::no("not started (only darosd runs the datapath)");
+        DatapathCaps {
+            network: no(),
+            runqueue: no(),
+            floors: no(),
+        }
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod caps;
 pub mod gpu;
+pub mod net;
 pub mod node;
 pub mod pressure;
 pub mod workload;

@@ -77,6 +77,13 @@ pub struct WorkloadSample {
     pub psi: PsiSample,
     /// GPU memory held by the workload's processes.
     pub gpu_memory_bytes: Option<u64>,
+    /// Network traffic, caps and throttling (eBPF datapath; managed workloads and
+    /// those under a class).
+    #[serde(default)]
+    pub network: Option<super::net::NetworkSample>,
+    /// Run-queue latency and on-CPU time (eBPF datapath).
+    #[serde(default)]
+    pub runqueue: Option<super::net::RunQueueSample>,
     /// Areas this workload cannot report on this host, with the reason.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,

@@ -72,6 +72,14 @@ impl Snapshot {
     }
 }
 
+/// A source of per-workload figures sampled outside cgroupfs (the eBPF
+/// datapath's network and run-queue statistics). It fills its fields of each
+/// workload's sample, or says in `unavailable` why it cannot.
+pub trait WorkloadSource: Send + std::fmt::Debug {
+    /// Fills `workloads` (sorted by id) at the end of a tick.
+    fn fill(&mut self, workloads: &mut [Workload]);
+}
+
 /// Samples the node and its workloads.
 #[derive(Debug)]
 pub struct Sampler {
@@ -91,6 +99,7 @@ pub struct Sampler {
     last_duration: Duration,
     pid_line: CgroupLine,
     truncated_logged: bool,
+    sources: Vec<Box<dyn WorkloadSource>>,
 }
 
 impl Sampler {
@@ -137,6 +146,7 @@ impl Sampler {
             last_duration: Duration::ZERO,
             pid_line,
             truncated_logged: false,
+            sources: Vec::new(),
         })
     }
 
@@ -152,6 +162,11 @@ impl Sampler {
             .iter()
             .map(|d| (d.major, d.minor))
             .collect()
+    }
+
+    /// Adds a source whose figures are merged into every workload sample.
+    pub fn add_source(&mut self, source: Box<dyn WorkloadSource>) {
+        self.sources.push(source);
     }
 
     /// Runs discovery now and reconciles the tracked set.
@@ -289,6 +304,10 @@ impl Sampler {
         } else {
             self.gpu.collect(|_| None)
         };
+
+        for source in &mut self.sources {
+            source.fill(&mut workloads);
+        }
 
         self.samples_total += 1;
         let mut agent = self.cfg.agent.clone();

@@ -186,6 +186,8 @@ fn build(
         pids: raw.pids,
         psi,
         gpu_memory_bytes: None,
+        network: None,
+        runqueue: None,
         unavailable: unavailable
             .iter()
             .map(|(k, v)| ((*k).to_string(), v.clone()))

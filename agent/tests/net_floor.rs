@@ -1,0 +1,272 @@
+//! Network floors through darosd, on a real bottleneck: two network namespaces
+//! joined by a veth pair whose egress a tbf qdisc shapes to the node capacity
+//! darosd is told (`[net] egress_capacity = 50MB/s`). A GuaranteedPro workload
+//! with a 20 MB/s egress MinimalReservation sends at its floor; a BestEffort
+//! workload floods with four connections. Control: darosd without the datapath
+//! (`[net] enabled = false`), where the flood takes the floor's bandwidth. With
+//! the datapath, the floor loop — fed from the QoS classes — caps the flood
+//! within 100 ms and the floor workload keeps >= 95% of its floor; the cap is
+//! lifted once the need is gone. The CPU protection loop is off in both runs so
+//! only the network floor acts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod net_common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestRoot, wait_for};
+use net_common::{Agent, Receiver, RecvReport, Sender, TestNetns, TestPins, sh};
+use serde_json::json;
+
+const MB: u64 = 1_000_000;
+const CAPACITY: u64 = 50 * MB;
+const FLOOR: u64 = 20 * MB;
+
+struct Link {
+    node: TestNetns,
+    peer: TestNetns,
+    peer_ip: String,
+}
+
+/// node --veth--> peer, the node side shaped to CAPACITY.
+fn link() -> Link {
+    let node = TestNetns::new("nf-node");
+    let peer = TestNetns::new("nf-peer");
+    let tag = std::process::id() % 100_000;
+    let (vn, vp) = (format!("dan{tag}"), format!("dap{tag}"));
+    let net = 150 + (tag % 50);
+    sh(&[
+        "ip", "link", "add", &vn, "netns", &node.name, "type", "veth", "peer", "name", &vp,
+        "netns", &peer.name,
+    ]);
+    node.exec(&["ip", "addr", "add", &format!("10.{net}.0.1/24"), "dev", &vn]);
+    peer.exec(&["ip", "addr", "add", &format!("10.{net}.0.2/24"), "dev", &vp]);
+    node.exec(&["ip", "link", "set", &vn, "up"]);
+    peer.exec(&["ip", "link", "set", &vp, "up"]);
+    let rate = format!("{}mbit", CAPACITY * 8 / MB);
+    node.exec(&[
+        "tc", "qdisc", "add", "dev", &vn, "root", "tbf", "rate", &rate, "burst", "1mb", "latency",
+        "20ms",
+    ]);
+    Link {
+        node,
+        peer,
+        peer_ip: format!("10.{net}.0.2"),
+    }
+}
+
+struct Run {
+    floor_rate: f64,
+    flood_start: u64,
+    floor_samples: RecvReport,
+}
+
+/// The floor workload sends at FLOOR for 6 s; the flood starts after 1.5 s for 3.5 s.
+fn scenario(t: &TestRoot, l: &Link) -> Run {
+    let listen = format!("{}:0", l.peer_ip);
+    // The receivers stand for peers on another host: in the peer namespace and in
+    // no workload of this node (a co-located managed receiver would be a
+    // BestEffort workload whose ACKs the loop caps as well).
+    let rx_f = Receiver::start(t, None, Some(&l.peer.name), &listen, 1);
+    let rx_be = Receiver::start(t, None, Some(&l.peer.name), &listen, 4);
+    let tx_f = Sender::start(
+        t,
+        "guaranteed",
+        Some(&l.node.name),
+        &rx_f.addr,
+        &["--secs", "6", "--rate", &FLOOR.to_string()],
+    );
+    // the floor workload runs alone first (part of the scenario, not a wait)
+    std::thread::sleep(Duration::from_millis(1500));
+    let tx_be = Sender::start(
+        t,
+        "besteffort",
+        Some(&l.node.name),
+        &rx_be.addr,
+        &["--secs", "3.5", "--streams", "4"],
+    );
+    let be = tx_be.finish(Duration::from_secs(60));
+    tx_f.finish(Duration::from_secs(60));
+    let floor_samples = rx_f.finish(Duration::from_secs(60));
+    rx_be.finish(Duration::from_secs(60));
+    Run {
+        floor_rate: floor_samples.rate(be.start_ns + 500_000_000, be.end_ns),
+        flood_start: be.start_ns,
+        floor_samples,
+    }
+}
+
+/// First time after `from` at which the rate over the previous 100 ms is back at
+/// `level` after having dipped below it (or `from` if it never dipped).
+fn recovered_at(r: &RecvReport, from: u64, level: f64) -> Option<u64> {
+    let s = &r.samples;
+    let rate_at = |i: usize| -> Option<f64> {
+        let t = s[i].0;
+        let j = s
+            .iter()
+            .rposition(|(u, _)| *u <= t.saturating_sub(100_000_000))?;
+        Some((s[i].1 - s[j].1) as f64 * 1e9 / (t - s[j].0) as f64)
+    };
+    let start = s.iter().position(|(t, _)| *t >= from)?;
+    let mut dipped = false;
+    for (i, (t, _)) in s.iter().enumerate().skip(start) {
+        let r = rate_at(i)?;
+        if r < level {
+            dipped = true;
+        } else if dipped {
+            return Some(*t);
+        }
+    }
+    (!dipped).then_some(s[start].0)
+}
+
+fn classes(a: &Agent) {
+    a.set_class(
+        "managed/guaranteed",
+        json!({"class": "GuaranteedPro", "profile": {
+            "cpu": {"request": "1"}, "memory": {"request": "128Mi"},
+            "network": {"egress": {"reservation": "20MB/s"}}}}),
+    );
+    a.set_class("managed/besteffort", json!({"class": "BestEffort"}));
+}
+
+#[test]
+fn a_floor_holds_through_darosd_while_best_effort_floods() {
+    let pins = TestPins::new("net-floor");
+    let t = TestRoot::new("net-floor");
+    for w in ["guaranteed", "besteffort"] {
+        t.workload(w);
+    }
+    let l = link();
+    let dir = tempfile::tempdir().unwrap();
+    let common_env = [
+        pins.env(),
+        ("DAROS_QOS_PROTECTION", "false".to_string()),
+        ("DAROS_QOS_NETWORK_EGRESS_CAPACITY", "45MB/s".to_string()),
+    ];
+
+    // Control: the same classes, no datapath.
+    let mut env = common_env.to_vec();
+    env.push(("DAROS_NET_ENABLED", "false".into()));
+    let mut a = Agent::start(dir.path(), t.name(), &env, &[], &[]);
+    classes(&a);
+    assert!(!a.net().floors.running);
+    let control = scenario(&t, &l);
+    println!(
+        "without the datapath: floor workload {:.1} MB/s of {} MB/s",
+        control.floor_rate / 1e6,
+        FLOOR / MB
+    );
+    assert!(
+        control.floor_rate < 0.95 * FLOOR as f64,
+        "the scenario must contend: {:.0}",
+        control.floor_rate
+    );
+    a.terminate();
+
+    // With the datapath: classes come back from the QoS store and feed the floor loop.
+    let mut env = common_env.to_vec();
+    env.push(("DAROS_NET_EGRESS_CAPACITY", "50MB/s".into()));
+    let a = Agent::start(dir.path(), t.name(), &env, &[], &[]);
+    a.wait_counted(&["managed/guaranteed", "managed/besteffort"]);
+    let st = a.net();
+    assert!(st.floors.running, "{:?}", st.floors);
+    assert_eq!(st.floors.egress_capacity_bytes_per_second, CAPACITY);
+    let g = st
+        .workloads
+        .iter()
+        .find(|w| w.workload == "managed/guaranteed")
+        .unwrap();
+    assert_eq!(g.egress_floor_bytes_per_second, Some(FLOOR));
+    assert_eq!(g.class.as_deref(), Some("GuaranteedPro"));
+
+    // Watch /v1/net while the scenario runs: when the flood's floor cap started.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (run, seen) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut seen: Vec<(String, Option<u64>, Option<u64>)> = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for w in a.net().workloads {
+                    let e = (
+                        w.workload,
+                        w.egress_floor_cap_bytes_per_second,
+                        w.egress_floor_capped_since_ns,
+                    );
+                    if e.1.is_some() && !seen.contains(&e) {
+                        seen.push(e);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            seen
+        });
+        let run = scenario(&t, &l);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (run, watcher.join().unwrap())
+    });
+    println!(
+        "floor caps seen while watching /v1/net: {} distinct, first {:?}",
+        seen.len(),
+        seen.first()
+    );
+    assert!(
+        seen.iter().all(|(w, _, _)| w == "managed/besteffort"),
+        "only the BestEffort workload is capped: {seen:?}"
+    );
+    let capped_at = seen
+        .iter()
+        .filter_map(|(_, _, since)| *since)
+        .filter(|t| *t >= run.flood_start)
+        .min();
+    let st = a.net();
+    let throttled = st
+        .recent_events
+        .iter()
+        .filter(|e| e.workload.as_deref() == Some("managed/besteffort"))
+        .any(|e| e.kind == "throttle_start" && e.direction == "egress");
+    let lifted = Instant::now();
+    wait_for(
+        "the floor loop to lift the cap",
+        Duration::from_secs(10),
+        || {
+            let st = a.net();
+            st.workloads
+                .iter()
+                .find(|w| w.workload == "managed/besteffort")
+                .is_some_and(|w| w.egress_floor_cap_bytes_per_second.is_none())
+                .then_some(())
+        },
+    );
+    let lifted_after = lifted.elapsed();
+    let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(run.flood_start) as f64 / 1e6);
+    let recovered = recovered_at(&run.floor_samples, run.flood_start, 0.95 * FLOOR as f64);
+    let f = a.net().floors;
+    println!(
+        "with darosd's floor loop: floor workload {:.1} MB/s ({:.1}%); flood capped {:?} ms after it started, floor back above 95% after {:?} ms; cap lifted {lifted_after:?} after the scenario; {} ticks, {} cap writes, {} errors",
+        run.floor_rate / 1e6,
+        run.floor_rate / FLOOR as f64 * 100.0,
+        ms(capped_at),
+        ms(recovered),
+        f.ticks_total,
+        f.cap_writes_total,
+        f.errors_total
+    );
+    assert!(
+        run.floor_rate >= 0.95 * FLOOR as f64,
+        "floor workload got {:.0} B/s",
+        run.floor_rate
+    );
+    let capped_after = ms(capped_at).expect("the flood was capped by the floor loop");
+    assert!(
+        capped_after < 100.0,
+        "the loop capped the flood {capped_after} ms after it started"
+    );
+    assert!(
+        throttled,
+        "the flood's throttling reached the events: {:?}",
+        st.recent_events
+    );
+    assert!(recovered.is_some(), "the floor workload recovered");
+    assert_eq!(f.errors_total, 0);
+}
