@@ -90,6 +90,47 @@ fn preemption_degrades_the_lower_priority_victim_with_reason() {
 }
 
 #[test]
+fn preempted_replicas_come_back_when_resources_recover() {
+    let mut c = Coordinator::new();
+    apply(&mut c, &base("enablePreemption: true"), 0);
+    let out = apply(
+        &mut c,
+        &app_yaml("low", "batch", 10, &[("w", "1", 4, &[])]),
+        1,
+    );
+    run_all(&mut c, &out, 2);
+    let victim = key("low", "batch");
+    apply(
+        &mut c,
+        &app_yaml("high", "web", 900, &[("w", "2", 1, &[])]),
+        3,
+    );
+    assert_eq!(c.phase(&victim), Some(Phase::Degraded));
+    // Nothing changed in capacity: a tick does not retry.
+    let out = c.apply(Command::Tick, t(4)).unwrap();
+    assert!(out.decisions.is_empty(), "{:?}", out.decisions);
+    // The preemptor leaves: the next tick re-places the victim's replicas.
+    operate(&mut c, &key("high", "web"), OperationRequest::Delete, 5).unwrap();
+    let out = c.apply(Command::Tick, t(6)).unwrap();
+    let back = started(&out);
+    assert_eq!(back.len(), 2, "{:?}", out.notes);
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("evicted replicas re-placed"))
+    );
+    for id in &back {
+        report(&mut c, id, ObservedState::Running, 7);
+    }
+    assert_eq!(c.phase(&victim), Some(Phase::Running));
+    let ev = c.events_of(&victim).into_iter().last().unwrap().clone();
+    assert_eq!(
+        (ev.from, ev.trigger),
+        (Some(Phase::Degraded), Trigger::System)
+    );
+}
+
+#[test]
 fn no_preemption_without_policy_or_of_equal_priority() {
     let mut c = Coordinator::new();
     apply(&mut c, &base("enablePreemption: false"), 0);

@@ -131,6 +131,7 @@ impl Coordinator {
                 decisions: Vec::new(),
                 admitted_seq: 0,
                 wake_at: None,
+                restore_epoch: 0,
             },
         );
         self.record_event(
@@ -582,6 +583,7 @@ impl Coordinator {
     }
 
     pub(super) fn release_placements(&mut self, key: &AppKey) {
+        self.capacity_epoch += 1;
         let Some(e) = self.apps.get_mut(key) else {
             return;
         };

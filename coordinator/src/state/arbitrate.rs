@@ -26,11 +26,11 @@ use crate::version::{AppVersion, VersionOrigin};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Replicas of `spec` to place, in dependency order: for each workload the
-/// replicas from `from(w)` up to `targets[w]`.
+/// replicas below `targets[w]` that `wanted(w, r)` selects.
 fn replicas_in_order(
     spec: &Application,
     targets: &BTreeMap<String, u32>,
-    from: impl Fn(&str) -> u32,
+    wanted: impl Fn(&str, u32) -> bool,
 ) -> Vec<(usize, u32)> {
     let ws = &spec.spec.workloads;
     let order = DependencyGraph::new(ws)
@@ -40,8 +40,10 @@ fn replicas_in_order(
     for i in order {
         let w = &ws[i];
         let n = targets.get(&w.name).copied().unwrap_or(w.replicas.min);
-        for r in from(&w.name)..n {
-            v.push((i, r));
+        for r in 0..n {
+            if wanted(&w.name, r) {
+                v.push((i, r));
+            }
         }
     }
     v
@@ -306,7 +308,7 @@ impl Coordinator {
         let eff = e.effective.clone().unwrap_or_default();
         let version = e.current;
         let targets = e.targets.clone();
-        let to_place = replicas_in_order(&spec, &targets, |_| 0);
+        let to_place = replicas_in_order(&spec, &targets, |_, _| true);
         let g = self.run_gang(key, &spec, &eff, &to_place, &[], &targets);
         let d = self.placement_decision(
             key,
@@ -472,6 +474,7 @@ impl Coordinator {
                     cause: DegradationCause::Preemption,
                     reason,
                 });
+                e.restore_epoch = self.capacity_epoch;
             }
         }
     }
@@ -553,7 +556,7 @@ impl Coordinator {
             .filter_map(|(k, i)| i.slot.map(|(n, _)| (k.workload.clone(), n)))
             .collect();
         let ws = &spec.spec.workloads;
-        let to_place: Vec<(usize, u32)> = replicas_in_order(&spec, &e.targets, |_| 0)
+        let to_place: Vec<(usize, u32)> = replicas_in_order(&spec, &e.targets, |_, _| true)
             .into_iter()
             .filter(|(i, r)| evicted.contains(&InstanceKey::new(ws[*i].name.clone(), *r)))
             .collect();
@@ -704,9 +707,8 @@ impl Coordinator {
                         .collect()
                 })
                 .unwrap_or_default();
-            let to_place: Vec<(usize, u32)> = replicas_in_order(&spec, &targets, |n| {
-                if n == workload { current } else { u32::MAX }
-            });
+            let to_place: Vec<(usize, u32)> =
+                replicas_in_order(&spec, &targets, |n, r| n == workload && r >= current);
             let g = self.run_gang(key, &spec, &eff, &to_place, &staying, &targets);
             let d = self.placement_decision(
                 key,
@@ -768,6 +770,7 @@ impl Coordinator {
         reason: &str,
         out: &mut Outcome,
     ) {
+        self.capacity_epoch += 1;
         let Some(e) = self.apps.get_mut(key) else {
             return;
         };
@@ -808,6 +811,51 @@ impl Coordinator {
             && let Some(a) = t.pool_alloc.get_mut(&pool)
         {
             *a = a.minus(freed);
+        }
+    }
+
+    /// Degraded applications that lost replicas to preemption or a node try
+    /// to get them back, highest priority first, once per capacity change
+    /// (seed §6.4.2: Degraded -> Running when resources recover).
+    pub(super) fn auto_restore(&mut self, now: Timestamp, out: &mut Outcome) {
+        let epoch = self.capacity_epoch;
+        let mut due: Vec<(std::cmp::Reverse<u32>, u64, AppKey)> = self
+            .apps
+            .values()
+            .filter(|e| {
+                e.phase == Phase::Degraded
+                    && e.restore_epoch < epoch
+                    && e.degradation.as_ref().is_some_and(|d| {
+                        matches!(
+                            d.cause,
+                            DegradationCause::Preemption | DegradationCause::NodeLoss
+                        )
+                    })
+            })
+            .map(|e| {
+                (
+                    std::cmp::Reverse(e.spec().spec.priority),
+                    e.admitted_seq,
+                    e.key.clone(),
+                )
+            })
+            .collect();
+        due.sort();
+        for (_, _, key) in due {
+            if let Some(e) = self.apps.get_mut(&key) {
+                e.restore_epoch = epoch;
+            }
+            if let Some((d, true, reason)) = self.replace_evicted(&key, now, out) {
+                if let Some(e) = self.apps.get_mut(&key) {
+                    e.degradation = Some(Degradation {
+                        cause: DegradationCause::Runtime,
+                        reason: format!("resources recovered: {reason} (decision {d})"),
+                    });
+                }
+                out.notes
+                    .push(format!("{key}: evicted replicas re-placed ({d})"));
+                self.replan(&key, now, out);
+            }
         }
     }
 
@@ -934,7 +982,7 @@ impl Coordinator {
         // Release, tentatively, what does not stay.
         let mut released: Vec<(InstanceKey, NodeIdx, u64, Placed)> = Vec::new();
         let mut staying: Vec<(String, NodeIdx)> = Vec::new();
-        let mut kept: BTreeMap<String, u32> = BTreeMap::new();
+        let mut kept: BTreeSet<InstanceKey> = BTreeSet::new();
         let instances: Vec<(InstanceKey, Option<(NodeIdx, u64)>)> = self
             .apps
             .get(key)
@@ -953,7 +1001,7 @@ impl Coordinator {
             match slot {
                 Some((n, _)) if keep => {
                     staying.push((k.workload.clone(), n));
-                    *kept.entry(k.workload.clone()).or_default() += 1;
+                    kept.insert(k.clone());
                 }
                 Some((n, s)) => {
                     if let Some(p) = self.cluster.release(n, s) {
@@ -963,12 +1011,10 @@ impl Coordinator {
                 None => {}
             }
         }
-        let to_place = replicas_in_order(&app, &targets, |w| {
-            if changed.contains(w) {
-                0
-            } else {
-                kept.get(w).copied().unwrap_or(0)
-            }
+        // Changed workloads are placed afresh; the others keep what stays
+        // and get the replicas they lack (evicted, or a raised minimum).
+        let to_place = replicas_in_order(&app, &targets, |w, r| {
+            changed.contains(w) || !kept.contains(&InstanceKey::new(w, r))
         });
         let g = self.run_gang(key, &app, &eff, &to_place, &staying, &targets);
         if !g.ok {
@@ -1087,6 +1133,7 @@ impl Coordinator {
             let a = t.pool_alloc.entry(pool).or_default();
             *a = a.plus(added);
         }
+        self.capacity_epoch += 1;
         let changed_list: Vec<String> = changed.iter().cloned().collect();
         self.reset_jobs(key, &changed_list, version, now);
         let mut reason = origin_reason(origin, version);
@@ -1188,6 +1235,7 @@ impl Coordinator {
                             cause: DegradationCause::NodeLoss,
                             reason: why,
                         });
+                        e.restore_epoch = self.capacity_epoch;
                     }
                 }
                 None => {}

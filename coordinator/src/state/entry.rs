@@ -74,6 +74,8 @@ pub struct AppEntry {
     pub admitted_seq: u64,
     /// Plan again at this time.
     pub wake_at: Option<Timestamp>,
+    /// Capacity epoch of the last automatic restore attempt.
+    pub restore_epoch: u64,
 }
 
 impl AppEntry {

@@ -58,6 +58,9 @@ pub struct Coordinator {
     decisions: Vec<Decision>,
     evaluations: Vec<PolicyEvaluation>,
     admitted_seq: u64,
+    /// Bumped whenever capacity is freed or added, so that degraded
+    /// applications try to get their evicted replicas back once per change.
+    capacity_epoch: u64,
 }
 
 impl Coordinator {
@@ -90,6 +93,7 @@ impl Coordinator {
             Command::RegisterNode { node } => {
                 check(validate::node(&node), "Node", &node.name)?;
                 self.cluster.upsert_node(node);
+                self.capacity_epoch += 1;
             }
             Command::SetNodeCondition { node, condition } => {
                 self.cmd_node_condition(&node, condition, now, &mut out)?
@@ -177,8 +181,12 @@ impl Coordinator {
             match d {
                 Document::Node(n) => {
                     self.cluster.upsert_node(n);
+                    self.capacity_epoch += 1;
                 }
-                Document::ResourcePool(p) => self.cluster.set_pool(p),
+                Document::ResourcePool(p) => {
+                    self.cluster.set_pool(p);
+                    self.capacity_epoch += 1;
+                }
                 Document::Tenant(t) => self.upsert_tenant(t),
                 Document::Policy(p) => {
                     self.policies.insert(p.name.clone(), p);
@@ -291,7 +299,10 @@ impl Coordinator {
             .index_of(node)
             .ok_or_else(|| CoordinatorError::UnknownNode(node.into()))?;
         match condition {
-            NodeCondition::Ready => self.cluster.set_schedulable(idx, true),
+            NodeCondition::Ready => {
+                self.cluster.set_schedulable(idx, true);
+                self.capacity_epoch += 1;
+            }
             NodeCondition::Cordoned => self.cluster.set_schedulable(idx, false),
             NodeCondition::Down => {
                 self.cluster.set_schedulable(idx, false);

@@ -214,5 +214,6 @@ impl Coordinator {
         for key in due {
             self.replan(&key, now, out);
         }
+        self.auto_restore(now, out);
     }
 }
