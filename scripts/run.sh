@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, starts a single-node darosd in the background
-# and shows `darosctl top`. Ctrl-C stops both (DAROS_KEEP_RUNNING=1 keeps darosd).
+# and shows `darosctl top`. Ctrl-C stops both (DAROS_RUN_KEEP=1 keeps darosd).
 #   sudo ./scripts/run.sh
 # Environment: DAROS_RUN_DIR (state, default /tmp/daros-run),
-#              DAROS_TOP_ITERATIONS (stop top after N refreshes; default: run until Ctrl-C).
+#              DAROS_RUN_TOP_ITERATIONS (stop top after N refreshes; default: run until Ctrl-C).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
@@ -38,7 +38,7 @@ start_darosd() {
 }
 
 stop_darosd() {
-    if [ -n "$DAROSD_PID" ] && [ "${DAROS_KEEP_RUNNING:-0}" != 1 ]; then
+    if [ -n "$DAROSD_PID" ] && [ "${DAROS_RUN_KEEP:-0}" != 1 ]; then
         kill -TERM "$DAROSD_PID" 2>/dev/null || true
         wait "$DAROSD_PID" 2>/dev/null || true
         say "darosd stopped"
@@ -50,8 +50,8 @@ stop_darosd() {
 show_top() {
     "$BIN/darosctl" --socket "$SOCKET" caps | head -n 3
     local args=(--socket "$SOCKET" top)
-    if [ -n "${DAROS_TOP_ITERATIONS:-}" ]; then
-        args+=(--iterations "$DAROS_TOP_ITERATIONS")
+    if [ -n "${DAROS_RUN_TOP_ITERATIONS:-}" ]; then
+        args+=(--iterations "$DAROS_RUN_TOP_ITERATIONS")
     fi
     "$BIN/darosctl" "${args[@]}" || true
 }

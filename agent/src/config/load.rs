@@ -15,9 +15,14 @@ pub const ENV_PREFIX: &str = "DAROS_";
 /// Names the config file instead of a key.
 pub const ENV_CONFIG_FILE: &str = "DAROS_CONFIG";
 /// `DAROS_*` variables that belong to tooling (tests, benchmarks, the cgroup-v2 VM
-/// runner), not to darosd; they are neither keys nor errors.
-pub const RESERVED_ENV_PREFIXES: &[&str] =
-    &["DAROS_TEST_", "DAROS_BENCH_", "DAROS_VM_", "DAROS_IN_VM"];
+/// runner, scripts/run.sh), not to darosd; they are neither keys nor errors.
+pub const RESERVED_ENV_PREFIXES: &[&str] = &[
+    "DAROS_TEST_",
+    "DAROS_BENCH_",
+    "DAROS_VM_",
+    "DAROS_IN_VM",
+    "DAROS_RUN_",
+];
 
 fn is_config_var(name: &str) -> bool {
     name.starts_with(ENV_PREFIX)
@@ -429,6 +434,7 @@ mod tests {
                 ("DAROS_VM_DISK_MOUNT".into(), "/mnt/vmdisk".into()),
                 ("DAROS_TEST_IO_DIR".into(), "/tmp".into()),
                 ("DAROS_BENCH_SECONDS".into(), "5".into()),
+                ("DAROS_RUN_DIR".into(), "/tmp/x".into()),
             ],
             ..Overrides::default()
         };
