@@ -66,7 +66,7 @@ impl MeshConfig {
             gossip_listen,
             gossip_advertise: None,
             seeds: Vec::new(),
-            gossip_interval: Duration::from_millis(200),
+            gossip_interval: Duration::from_millis(500),
             phi_threshold: 8.0,
             raft: RaftTiming::default(),
             bootstrap: false,

@@ -98,7 +98,7 @@ struct RunArgs {
     /// Control socket path.
     #[arg(long)]
     control: PathBuf,
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 500)]
     gossip_interval_ms: u64,
     #[arg(long, default_value_t = RaftTiming::default().heartbeat_ms)]
     heartbeat_ms: u64,

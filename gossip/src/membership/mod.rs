@@ -1,6 +1,7 @@
 //! Membership: chitchat gossip sealed with the cluster key, phi-accrual failure detection, and
 //! the node summaries every agent publishes.
 
+mod codec;
 mod member;
 pub(crate) mod seal;
 mod service;

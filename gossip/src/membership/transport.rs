@@ -10,6 +10,7 @@ use anyhow::Context;
 use chitchat::transport::{Socket, Transport};
 use chitchat::{ChitchatMessage, Deserializable, Serializable};
 
+use super::codec;
 use super::seal::{Keyring, MAX_DATAGRAM, Reassembly, SealStats};
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -75,7 +76,7 @@ impl Socket for SealedSocket {
         Box::pin(async move {
             let mut plain = Vec::with_capacity(msg.serialized_len());
             msg.serialize(&mut plain);
-            let datagrams = match self.keyring.seal(&plain) {
+            let datagrams = match self.keyring.seal(&codec::encode(&plain)) {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %e, to = %to, "gossip message not sent");
@@ -133,10 +134,18 @@ impl Socket for SealedSocket {
                         continue;
                     }
                 };
-                let Some(plain) = self.reassembly.push(from, fragment) else {
+                let Some(payload) = self.reassembly.push(from, fragment) else {
                     continue;
                 };
                 self.stats.opened.fetch_add(1, Ordering::Relaxed);
+                let plain = match codec::decode(&payload) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.stats.rejected_decode.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(from = %from, error = %e, "sealed gossip payload refused");
+                        continue;
+                    }
+                };
                 let mut cursor: &[u8] = &plain;
                 match ChitchatMessage::deserialize(&mut cursor) {
                     Ok(msg) => return Ok((from, msg)),

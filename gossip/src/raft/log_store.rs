@@ -254,3 +254,37 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use openraft::testing::{StoreBuilder, Suite};
+
+    use super::*;
+    use crate::kv::KvState;
+    use crate::raft::state_machine::StateMachineStore;
+
+    struct RedbBuilder;
+
+    impl StoreBuilder<TypeConfig, LogStore, StateMachineStore<KvState>, tempfile::TempDir>
+        for RedbBuilder
+    {
+        async fn build(
+            &self,
+        ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore<KvState>), StorageError>
+        {
+            let dir = tempfile::tempdir().map_err(write_err)?;
+            let db = Arc::new(Database::create(dir.path().join("t.redb")).map_err(write_err)?);
+            let log = LogStore::open(db.clone())?;
+            let sm = StateMachineStore::open(db, KvState::default())?;
+            Ok((dir, log, sm))
+        }
+    }
+
+    /// openraft's storage conformance suite against our redb log and state machine.
+    #[test]
+    fn openraft_storage_suite() {
+        Suite::test_all(RedbBuilder).unwrap();
+    }
+}
