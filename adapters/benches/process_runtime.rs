@@ -45,7 +45,7 @@ fn spec(name: &str, i: u32, runtime_spec: serde_json::Value) -> WorkloadInstance
         lifecycle: LifecyclePolicy::default(),
         health_checks: Vec::new(),
         deadline: None,
-        runtime_spec: RuntimeSpec(runtime_spec),
+        runtime_spec: RuntimeSpec::new(runtime_spec),
         placement: Placement::default(),
     }
 }

@@ -56,7 +56,7 @@ fn spec(name: &str, script: &str, policy: LifecyclePolicy) -> WorkloadInstanceSp
         lifecycle: policy,
         health_checks: Vec::new(),
         deadline: None,
-        runtime_spec: RuntimeSpec(json!({"podTemplate": {"spec": {
+        runtime_spec: RuntimeSpec::new(json!({"podTemplate": {"spec": {
             "terminationGracePeriodSeconds": 2,
             "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", script]}]
         }}})),

@@ -168,7 +168,7 @@ fn spec() -> WorkloadInstanceSpec {
         },
         health_checks: vec![health],
         deadline: None,
-        runtime_spec: RuntimeSpec(json!({
+        runtime_spec: RuntimeSpec::new(json!({
             "namespace": "shop",
             "podTemplate": {
                 "metadata": {"labels": {"tier": "front"}},
@@ -772,9 +772,11 @@ async fn specs_are_checked_before_any_request() {
         Err(AdapterError::Unsupported { .. })
     ));
     let mut s = spec();
-    s.runtime_spec.0["podTemplate"]["spec"]["restartPolicy"] = json!("Always");
-    s.runtime_spec.0["podTemplate"]["spec"]["containers"][0]["image"] = json!("nginx:latest");
-    s.runtime_spec.0["podTemplate"]["metadata"]["labels"]["daros.io/app"] = json!("other");
+    s.runtime_spec.value_mut()["podTemplate"]["spec"]["restartPolicy"] = json!("Always");
+    s.runtime_spec.value_mut()["podTemplate"]["spec"]["containers"][0]["image"] =
+        json!("nginx:latest");
+    s.runtime_spec.value_mut()["podTemplate"]["metadata"]["labels"]["daros.io/app"] =
+        json!("other");
     let Err(AdapterError::InvalidSpec(errs)) = a.create(&s).await else {
         panic!()
     };
@@ -788,7 +790,7 @@ async fn specs_are_checked_before_any_request() {
         ]
     );
     let mut s = spec();
-    s.runtime_spec.0["replicas"] = json!(3);
+    s.runtime_spec.value_mut()["replicas"] = json!(3);
     assert!(
         a.create(&s)
             .await

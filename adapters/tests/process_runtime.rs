@@ -56,7 +56,7 @@ async fn starts_in_its_cgroups_as_its_user_with_env_and_directory() {
     // Creating the same instance again is idempotent; a different spec is a conflict.
     assert_eq!(adapter.create(&s).await.unwrap(), id);
     let mut other = s.clone();
-    other.runtime_spec.0["args"] = json!(["-c", "true"]);
+    other.runtime_spec.value_mut()["args"] = json!(["-c", "true"]);
     assert!(matches!(
         adapter.create(&other).await,
         Err(AdapterError::Conflict(_))

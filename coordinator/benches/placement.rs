@@ -186,7 +186,7 @@ fn workload(rng: &mut Rng, app: usize, j: usize, gpu: bool) -> Workload {
         w.depends_on = vec![format!("w{}", rng.below(j as u64))];
     }
     w.replicas = Replicas { min: 1, max: 3 };
-    w.runtime_spec = RuntimeSpec(serde_json::json!({"command": "/bin/true"}));
+    w.runtime_spec = RuntimeSpec::new(serde_json::json!({"command": "/bin/true"}));
     w
 }
 

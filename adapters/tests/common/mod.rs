@@ -206,7 +206,7 @@ pub fn spec(
         lifecycle: LifecyclePolicy::default(),
         health_checks: Vec::new(),
         deadline: None,
-        runtime_spec: RuntimeSpec(runtime_spec),
+        runtime_spec: RuntimeSpec::new(runtime_spec),
         placement,
     }
 }

@@ -97,11 +97,27 @@ impl fmt::Display for RuntimeRequirement {
 
 /// Runtime-specific description (a pod template, VM image, command line...)
 /// carried verbatim to the runtime adapter. The coordinator never reads it.
+/// Shared, because every start action carries a copy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RuntimeSpec(pub serde_json::Value);
+pub struct RuntimeSpec(pub std::sync::Arc<serde_json::Value>);
 
 impl RuntimeSpec {
+    /// Wraps a JSON value.
+    pub fn new(v: serde_json::Value) -> Self {
+        Self(std::sync::Arc::new(v))
+    }
+
+    /// The JSON value.
+    pub fn value(&self) -> &serde_json::Value {
+        &self.0
+    }
+
+    /// The JSON value, for editing (copied first when shared).
+    pub fn value_mut(&mut self) -> &mut serde_json::Value {
+        std::sync::Arc::make_mut(&mut self.0)
+    }
+
     /// True when no spec was given.
     pub fn is_null(&self) -> bool {
         self.0.is_null()

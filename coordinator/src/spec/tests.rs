@@ -30,7 +30,7 @@ fn examples_parse() {
     assert_eq!(app.spec.workloads[1].depends_on, ["web"]);
     assert_eq!(app.spec.workloads[0].init_jobs[0].name, "prepare-docroot");
     assert_eq!(
-        app.spec.workloads[0].runtime_spec.0["command"],
+        app.spec.workloads[0].runtime_spec.value()["command"],
         "/usr/bin/busybox"
     );
     let kinds: Vec<_> = parse(CLUSTER, Format::Auto)
