@@ -442,3 +442,36 @@ fn protection_loop_holds_and_releases_a_best_effort_hog_on_v1() {
             .any(|e| e.kind == EventKind::Release && e.level == 0)
     );
 }
+
+#[test]
+fn a_managed_cgroup_removed_by_its_runtime_is_recreated_only_on_start() {
+    let t = TestRoot::new("qos-gone");
+    let data = tempfile::tempdir().unwrap();
+    let svc = open(&t, data.path(), settings());
+    svc.set(
+        "managed/job",
+        SetTarget::Managed("job".into()),
+        spec(QosClass::Burstable, r#"{"cpu":{"request":"100m"}}"#),
+    )
+    .unwrap();
+    t.root.remove_workload("job").unwrap();
+    svc.reconcile();
+    assert!(
+        !t.root.workloads().unwrap().contains(&"job".to_string()),
+        "reconcile must not recreate it"
+    );
+    let w = svc.get("managed/job").unwrap();
+    assert_eq!(w.enforced, 0);
+    assert!(
+        w.knobs
+            .iter()
+            .all(|k| k.reason.as_deref().is_some_and(|r| r.contains("not found"))),
+        "{:#?}",
+        w.knobs
+    );
+    drop(svc);
+    // After a restart (e.g. a reboot emptied the tree) the class is re-established.
+    let svc = open(&t, data.path(), settings());
+    assert!(t.root.workloads().unwrap().contains(&"job".to_string()));
+    assert!(svc.get("managed/job").unwrap().enforced > 0);
+}

@@ -176,7 +176,11 @@ impl QosService {
             shared: Arc::new(Shared::default()),
             protector: Mutex::new(None),
         });
-        svc.reconcile();
+        {
+            let mut st = lock(&svc.state);
+            svc.apply_all(&mut st, true);
+            svc.publish_watch(&st);
+        }
         if svc.settings.protection {
             let st = lock(&svc.state);
             let mut cfg = svc.settings.protect.clone();
@@ -307,7 +311,8 @@ impl QosService {
                 applied_at: 0,
             },
         );
-        self.apply_all(&mut st);
+        // This workload's cgroup exists (created above); others are not recreated here.
+        self.apply_all(&mut st, false);
         self.publish_watch(&st);
         self.view(&st, id)
             .ok_or_else(|| QosError::NotFound(id.to_string()))
@@ -353,8 +358,8 @@ impl QosService {
         let mut moved = Vec::new();
         for pid in pids {
             if let Err(e) = self.backend().add_pid(&cg, *pid) {
-                // Undo: the processes moved so far go back to where they came from is
-                // unknowable; leave them, drop the class and report.
+                // A pid that cannot be moved (exited, kernel thread) fails the request:
+                // the class is removed again; processes already moved stay in the cgroup.
                 let _ = self.unset(&id);
                 return Err(QosError::Invalid(vec![FieldError::new(
                     "pids",
@@ -427,7 +432,7 @@ impl QosService {
             }
         }
         info!(workload = id, "QoS class removed");
-        self.apply_all(&mut st);
+        self.apply_all(&mut st, false);
         self.publish_watch(&st);
         Ok(UnsetReport {
             workload: id.to_string(),
@@ -483,11 +488,13 @@ impl QosService {
             .collect()
     }
 
-    /// Re-probes the node and re-applies every class (drift correction).
+    /// Re-probes the node and re-applies every class (drift correction). A
+    /// managed cgroup that disappeared (its runtime removed it) is not recreated
+    /// here: the class applies again when it reappears.
     pub fn reconcile(&self) {
         let mut st = lock(&self.state);
         st.node = facts::probe_node(self.backend(), &self.disks, self.settings.protection);
-        self.apply_all(&mut st);
+        self.apply_all(&mut st, false);
         self.publish_watch(&st);
     }
 
@@ -591,8 +598,9 @@ impl QosService {
         mapping::plan(&entry.spec, &st.node, &target)
     }
 
-    /// Applies every entry and the managed root's floors.
-    fn apply_all(&self, st: &mut State) {
+    /// Applies every entry and the managed root's floors; `create` recreates
+    /// missing managed cgroups (on start, e.g. after a reboot).
+    fn apply_all(&self, st: &mut State, create: bool) {
         let page = st.node.page_size;
         let held: BTreeMap<String, BTreeSet<Resource>> = self
             .shared
@@ -612,7 +620,7 @@ impl QosService {
                 continue;
             };
             if !self.exists(&cg) {
-                if entry.kind == TargetKind::Discovered {
+                if entry.kind == TargetKind::Discovered || !create {
                     let reason =
                         format!("cgroup {cg} not found; the class applies again when it reappears");
                     let reports = self

@@ -16,7 +16,6 @@ use super::policy::{Change, FloorObs, PolicyConfig, ResourcePolicy};
 use super::psi::{self, Trigger};
 use super::sampler::{Need, Rates, Series};
 use super::{EventKind, ProtectionEvent, Shared, WatchSet, Watched, ms_f, unix_ms};
-use crate::cgroup::fs::StatFile;
 use crate::cgroup::{AnyBackend, CgroupError};
 use crate::qos::knob::Resource;
 
@@ -104,6 +103,9 @@ impl Drop for Protector {
     }
 }
 
+/// Wake-up period while no workload has a floor.
+const IDLE_INTERVAL: Duration = Duration::from_millis(250);
+
 const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
 
 struct Loop {
@@ -115,7 +117,6 @@ struct Loop {
     triggers: Vec<Trigger>,
     policies: BTreeMap<Resource, ResourcePolicy>,
     actuator: Actuator,
-    node_memory: Option<NodeStall>,
     started: Instant,
     buf: Vec<u8>,
     short_logged: BTreeMap<Resource, Instant>,
@@ -141,7 +142,6 @@ impl Loop {
             triggers: Vec::new(),
             policies,
             actuator,
-            node_memory: None,
             started: Instant::now(),
             buf: Vec::with_capacity(8192),
             short_logged: BTreeMap::new(),
@@ -160,6 +160,12 @@ impl Loop {
             let ws = self.shared.watch();
             if ws.generation != self.watch.generation {
                 self.rebuild(ws);
+            }
+            // Nothing reserved: nothing to protect, wake rarely (a new watch set is
+            // picked up at the next wake-up).
+            if !self.watch.workloads.iter().any(Watched::reserved) {
+                next = next
+                    .max(Instant::now() + IDLE_INTERVAL.saturating_sub(self.cfg.sample_interval));
             }
             let timeout = next.saturating_duration_since(Instant::now());
             let woke = match psi::wait(&self.triggers, wake, timeout) {
@@ -244,11 +250,6 @@ impl Loop {
             }
         }
         self.series = series;
-        self.node_memory = if any_mem {
-            NodeStall::open(self.cfg.proc_pressure.join("memory"))
-        } else {
-            None
-        };
         self.triggers.clear();
         let mut armed = Vec::new();
         let any_reserved = ws.workloads.iter().any(Watched::reserved);
@@ -361,10 +362,6 @@ impl Loop {
         for id in gone {
             self.series.remove(&id);
         }
-        let node_mem_stall = match &mut self.node_memory {
-            Some(n) => n.stall(&mut self.buf, now, self.cfg.window),
-            None => 0.0,
-        };
         let rates = self.rates();
         let io_rates: BTreeMap<String, Rates> = self
             .series
@@ -376,7 +373,7 @@ impl Loop {
         let watched = &ws.workloads;
         let mut changed = false;
         for res in RESOURCES {
-            let obs = observations(res, watched, &rates, &io_rates, node_mem_stall);
+            let obs = observations(res, watched, &rates, &io_rates);
             let Some(policy) = self.policies.get_mut(&res) else {
                 continue;
             };
@@ -528,53 +525,12 @@ fn thread_cpu() -> Duration {
     )
 }
 
-/// The node's memory stall share over a window, from `/proc/pressure/memory`.
-struct NodeStall {
-    file: StatFile,
-    ring: std::collections::VecDeque<(Instant, u64)>,
-}
-
-impl NodeStall {
-    fn open(path: PathBuf) -> Option<Self> {
-        Some(NodeStall {
-            file: StatFile::open(path).ok()?,
-            ring: std::collections::VecDeque::new(),
-        })
-    }
-
-    fn stall(&mut self, buf: &mut Vec<u8>, now: Instant, window: Duration) -> f64 {
-        if self.file.read_into(buf).is_err() {
-            return 0.0;
-        }
-        let Some(total) = crate::cgroup::parse::psi(buf).map(|p| p.some.total_us) else {
-            return 0.0;
-        };
-        self.ring.push_back((now, total));
-        while self.ring.len() > 2
-            && self
-                .ring
-                .front()
-                .is_some_and(|f| now.saturating_duration_since(f.0) > window)
-        {
-            self.ring.pop_front();
-        }
-        match self.ring.front() {
-            Some(&(t0, v0)) if t0 < now => (total.saturating_sub(v0) as f64
-                / 1e6
-                / now.saturating_duration_since(t0).as_secs_f64())
-            .min(1.0),
-            _ => 0.0,
-        }
-    }
-}
-
 /// The reserved workloads' observations of one resource.
 fn observations(
     res: Resource,
     watched: &[Watched],
     rates: &BTreeMap<String, Rates>,
     io_rates: &BTreeMap<String, Rates>,
-    node_mem_stall: f64,
 ) -> Vec<FloorObs> {
     let mut out = Vec::new();
     for w in watched.iter().filter(|w| w.reserved()) {
@@ -591,12 +547,10 @@ fn observations(
                 }
             }
             Resource::Memory if w.floor_memory > 0.0 => {
+                // Below its floor is a threat only while it stalls growing into
+                // it (reclaim stalls are charged to the allocating task).
                 if let Some(r) = rates.get(&w.id) {
-                    out.push(obs(
-                        w.floor_memory,
-                        r.memory as f64,
-                        r.stall[1].max(node_mem_stall),
-                    ));
+                    out.push(obs(w.floor_memory, r.memory as f64, r.stall[1]));
                 }
             }
             Resource::Io => {
