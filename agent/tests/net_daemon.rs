@@ -15,7 +15,7 @@ use common::{TestRoot, wait_for};
 use daros_agent::model::caps::Capabilities;
 use daros_agent::model::{NodeSample, WorkloadList};
 use hyper::{Method, StatusCode};
-use net_common::{Agent, TestPins, darosctl, rel, traffic};
+use net_common::{Agent, TestPins, darosctl, rel, testable_cap, traffic, uncapped};
 use serde_json::json;
 
 const MB: u64 = 1_000_000;
@@ -236,16 +236,17 @@ fn counters_equal_the_bytes_sent_in_the_api_top_and_metrics() {
 
 #[test]
 fn a_class_network_limit_caps_the_workload_within_10_percent_until_unset() {
-    const CAP: u64 = 10 * MB;
     let pins = TestPins::new("net-cap");
     let t = TestRoot::new("net-cap");
     t.workload("snd");
     t.workload("sink");
     let dir = tempfile::tempdir().unwrap();
     let a = Agent::start(dir.path(), t.name(), &[pins.env()], &[], &[]);
+    let free = uncapped(&t, "snd", "sink");
+    let cap = testable_cap(10 * MB, free);
     a.set_class(
         "managed/snd",
-        json!({"class": "Burstable", "profile": {"cpu": {"request": "100m"}, "network": {"egress": {"limit": "10MB/s"}}}}),
+        json!({"class": "Burstable", "profile": {"cpu": {"request": "100m"}, "network": {"egress": {"limit": cap.to_string()}}}}),
     );
     wait_for(
         "the class limit in /v1/net",
@@ -257,7 +258,7 @@ fn a_class_network_limit_caps_the_workload_within_10_percent_until_unset() {
                 .any(|w| {
                     w.workload == "managed/snd"
                         && w.attached
-                        && w.egress_limit_bytes_per_second == Some(CAP)
+                        && w.egress_limit_bytes_per_second == Some(cap)
                         && w.class.as_deref() == Some("Burstable")
                 })
                 .then_some(())
@@ -269,8 +270,8 @@ fn a_class_network_limit_caps_the_workload_within_10_percent_until_unset() {
         || {
             let w = a.workload("managed/snd");
             let n = w.sample.network?;
-            (n.egress.cap_bytes_per_second == Some(CAP)
-                && n.egress.limit_bytes_per_second == Some(CAP))
+            (n.egress.cap_bytes_per_second == Some(cap)
+                && n.egress.limit_bytes_per_second == Some(cap))
             .then_some(())
         },
     );
@@ -278,12 +279,12 @@ fn a_class_network_limit_caps_the_workload_within_10_percent_until_unset() {
     let (sent, got) = traffic(&t, "snd", "sink", None, &["--secs", "5"]);
     let rate = got.rate(got.first_byte_ns() + 1_000_000_000, sent.end_ns);
     println!(
-        "capped at {CAP} B/s through darosd: received {:.2} MB/s",
+        "capped at {cap} B/s through darosd: received {:.2} MB/s",
         rate / 1e6
     );
     assert!(
-        rel(rate, CAP as f64).abs() <= 0.10,
-        "{rate:.0} B/s under a {CAP} B/s cap"
+        rel(rate, cap as f64).abs() <= 0.10,
+        "{rate:.0} B/s under a {cap} B/s cap"
     );
     let n = wait_for("the throttling in the API", Duration::from_secs(10), || {
         let n = a.workload("managed/snd").sample.network?;
@@ -313,9 +314,9 @@ fn a_class_network_limit_caps_the_workload_within_10_percent_until_unset() {
         (w.sample.network?.egress.cap_bytes_per_second.is_none()).then_some(())
     });
     let (sent, got) = traffic(&t, "snd", "sink", None, &["--secs", "2"]);
-    let free = got.rate(got.first_byte_ns() + 500_000_000, sent.end_ns);
-    println!("after unset: {:.1} MB/s", free / 1e6);
-    assert!(free > 2.0 * CAP as f64, "uncapped: {free:.0} B/s");
+    let after = got.rate(got.first_byte_ns() + 500_000_000, sent.end_ns);
+    println!("after unset: {:.1} MB/s", after / 1e6);
+    assert!(after > 2.0 * cap as f64, "uncapped: {after:.0} B/s");
 }
 
 #[test]

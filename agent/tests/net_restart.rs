@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use common::{TestRoot, wait_for};
 use daros_ebpf::{CgroupId, CgroupRoot, NetReader};
-use net_common::{Agent, TestPins, darosctl, rel, traffic};
+use net_common::{Agent, TestPins, darosctl, rel, testable_cap, traffic, uncapped};
 use serde_json::json;
 
 const MB: u64 = 1_000_000;
-const CAP: u64 = 10 * MB;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -65,19 +64,20 @@ fn counting_and_caps_survive_kill_9_restart_reopens_and_cleanup_removes_all() {
         "{:?}",
         a.net().network
     );
+    let cap = testable_cap(10 * MB, uncapped(&t, "snd", "sink"));
     a.set_class(
         "managed/snd",
-        json!({"class": "Burstable", "profile": {"cpu": {"request": "100m"}, "network": {"egress": {"limit": "10MB/s"}}}}),
+        json!({"class": "Burstable", "profile": {"cpu": {"request": "100m"}, "network": {"egress": {"limit": cap.to_string()}}}}),
     );
     wait_for("the cap in the API", Duration::from_secs(20), || {
         let n = a.workload("managed/snd").sample.network?;
-        (n.egress.cap_bytes_per_second == Some(CAP)).then_some(())
+        (n.egress.cap_bytes_per_second == Some(cap)).then_some(())
     });
     let (bytes1, rate1) = capped(&t, "3");
     let c1 = api_egress(&a, bytes1);
     println!("agent up: {:.2} MB/s, counted {c1} B", rate1 / 1e6);
     assert!(
-        rel(rate1, CAP as f64).abs() <= 0.10,
+        rel(rate1, cap as f64).abs() <= 0.10,
         "cap while running: {rate1:.0}"
     );
 
@@ -113,7 +113,7 @@ fn counting_and_caps_survive_kill_9_restart_reopens_and_cleanup_removes_all() {
         "counting went on: {counted} B for {bytes2} B"
     );
     assert!(
-        rel(rate2, CAP as f64).abs() <= 0.10,
+        rel(rate2, cap as f64).abs() <= 0.10,
         "the cap held while darosd was down: {rate2:.0} B/s"
     );
 
@@ -134,7 +134,7 @@ fn counting_and_caps_survive_kill_9_restart_reopens_and_cleanup_removes_all() {
     let n = a.workload("managed/snd").sample.network.unwrap();
     assert_eq!(
         n.egress.cap_bytes_per_second,
-        Some(CAP),
+        Some(cap),
         "configuration kept"
     );
     println!("restarted: counters {c3} B (were {c2} B)");
@@ -142,7 +142,7 @@ fn counting_and_caps_survive_kill_9_restart_reopens_and_cleanup_removes_all() {
     let c4 = api_egress(&a, c3 + bytes3);
     assert!(c4 - c3 >= bytes3, "counting continues");
     assert!(
-        rel(rate3, CAP as f64).abs() <= 0.10,
+        rel(rate3, cap as f64).abs() <= 0.10,
         "cap after restart: {rate3:.0}"
     );
 
@@ -170,7 +170,7 @@ fn counting_and_caps_survive_kill_9_restart_reopens_and_cleanup_removes_all() {
     let (_, free) = capped(&t, "2");
     println!("after cleanup: {:.1} MB/s uncapped", free / 1e6);
     assert!(
-        free > 2.0 * CAP as f64,
+        free > 2.0 * cap as f64,
         "no cap after cleanup: {free:.0} B/s"
     );
 }

@@ -1,7 +1,8 @@
 //! Real TCP traffic from processes in test cgroups, inside a private network namespace (so
 //! its `lo` carries nothing else): the counters equal what the kernel put on the wire, and
-//! egress and ingress caps of 10 MB/s and 50 MB/s hold within ±10% as measured by the
-//! receiving application.
+//! egress and ingress caps of 10 MB/s and 50 MB/s (or a third of what the machine moves
+//! uncapped, if less: see `binding`) hold within ±10% as measured by the receiving
+//! application.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod ebpf_support;
@@ -114,10 +115,41 @@ fn capped_rate(s: &Setup, secs: f64) -> f64 {
     got.rate(got.first_byte_ns() + 1_000_000_000, sent.end_ns)
 }
 
+/// What one unpaced connection moves through the setup without a cap.
+fn uncapped_rate(s: &mut Setup) -> f64 {
+    for w in [s.snd.id(), s.rcv.id()] {
+        s.net.set_workload(w, &NetLimits::accounting()).unwrap();
+    }
+    let r = capped_rate(s, 3.0);
+    println!("uncapped: {:.1} MB/s", r / 1e6);
+    r
+}
+
+/// The cap to test for `rate`: `rate` itself where the machine moves at least three times
+/// as much, else a third of what it moves (a cap shows it holds only where it binds, and
+/// the sender needs room to spare). On the host one loopback connection moves hundreds of
+/// MB/s; under TCG (the cgroup-v2 VM) 20-50 MB/s depending on the host's load, so there the
+/// caps are tested at 7-16 MB/s (docs/ebpf.md).
+fn binding(rate: u64, uncapped: f64) -> u64 {
+    if uncapped >= 3.0 * rate as f64 {
+        rate
+    } else {
+        let r = (uncapped / 3.0) as u64;
+        println!(
+            "this machine moves {:.1} MB/s uncapped: the {} MB/s cap is tested at {:.1} MB/s",
+            uncapped / 1e6,
+            rate / MB,
+            r as f64 / 1e6
+        );
+        r
+    }
+}
+
 #[test]
 fn egress_caps_hold_within_10_percent() {
     let mut s = setup("traffic-egress");
-    for rate in [10 * MB, 50 * MB] {
+    let uncapped = uncapped_rate(&mut s);
+    for rate in [10 * MB, 50 * MB].map(|r| binding(r, uncapped)) {
         s.net
             .set_workload(
                 s.snd.id(),
@@ -138,8 +170,8 @@ fn egress_caps_hold_within_10_percent() {
             .since(&before);
         let err = (got - rate as f64) / rate as f64;
         println!(
-            "egress cap {} MB/s: received {:.2} MB/s ({:+.1}%); marked {} dropped {} skbs",
-            rate / MB,
+            "egress cap {:.1} MB/s: received {:.2} MB/s ({:+.1}%); marked {} dropped {} skbs",
+            rate as f64 / 1e6,
             got / 1e6,
             err * 100.0,
             c.marked_packets,
@@ -156,7 +188,8 @@ fn egress_caps_hold_within_10_percent() {
 #[test]
 fn ingress_caps_hold_within_10_percent() {
     let mut s = setup("traffic-ingress");
-    for rate in [10 * MB, 50 * MB] {
+    let uncapped = uncapped_rate(&mut s);
+    for rate in [10 * MB, 50 * MB].map(|r| binding(r, uncapped)) {
         s.net
             .set_workload(
                 s.rcv.id(),
@@ -177,8 +210,8 @@ fn ingress_caps_hold_within_10_percent() {
             .since(&before);
         let err = (got - rate as f64) / rate as f64;
         println!(
-            "ingress cap {} MB/s: received {:.2} MB/s ({:+.1}%); passed in debt {} dropped {} skbs",
-            rate / MB,
+            "ingress cap {:.1} MB/s: received {:.2} MB/s ({:+.1}%); passed in debt {} dropped {} skbs",
+            rate as f64 / 1e6,
             got / 1e6,
             err * 100.0,
             c.marked_packets,

@@ -120,19 +120,33 @@ fn egress_bucket_passes_then_notifies_then_drops_and_refills_at_the_rate() {
     // A full bucket, then three bucket-depths of packets back to back: the first `burst`
     // conform, the next `debt` pass with congestion notification, the rest are dropped with it.
     let n = (3.0 * (burst + debt)) as u32;
+    let t0 = now_ns();
     let last = net.test_run(Direction::Egress, &packet, n).unwrap().verdict;
+    let t_drained = now_ns();
+    let next = net.test_run(Direction::Egress, &packet, 1).unwrap().verdict;
+    // Packets the rate paid for while the batch and the check ran: none on the host (the
+    // kernel runs the batch in ~100 us); under TCG (the cgroup-v2 VM) a batch takes
+    // milliseconds, and each 1.5 ms lets one more packet through in debt.
+    let refilled = packets_in(now_ns() - t0);
+    println!(
+        "batch of {n} and one more took {:.2} ms: {refilled:.2} packets refilled",
+        (now_ns() - t0) as f64 / 1e6
+    );
     assert_eq!(last, Verdict::DropCn);
+    if refilled < 0.5 {
+        assert_eq!(next, Verdict::DropCn, "still dropping right after");
+    } else {
+        assert!(
+            matches!(next, Verdict::DropCn | Verdict::PassCn),
+            "{next:?}"
+        );
+    }
     let c = counters();
     near(c.packets - c.marked_packets, burst, 1.5, "conforming");
-    near(c.marked_packets, debt, 1.5, "passed with CN");
-    assert_eq!(c.packets + c.drop_packets, u64::from(n));
+    near(c.marked_packets, debt, 1.5 + refilled, "passed with CN");
+    assert_eq!(c.packets + c.drop_packets, u64::from(n) + 1);
     assert_eq!(c.bytes, c.packets * SKB_LEN);
     assert_eq!(c.drop_bytes, c.drop_packets * SKB_LEN);
-    let t_drained = now_ns();
-    assert_eq!(
-        net.test_run(Direction::Egress, &packet, 1).unwrap().verdict,
-        Verdict::DropCn
-    );
 
     // Refill: drops are not charged, so after a pause exactly what the rate paid for passes
     // (in debt: with CN), then drops resume.

@@ -40,5 +40,8 @@ fn qos_enforcement_holds_floors_on_a_cgroup_v2_kernel() {
     assert_eq!(out.status.code(), Some(0), "QoS tests failed in the VM");
     // Every guest test ran (none filtered, none left ignored).
     assert!(stdout.contains("running 7 tests"), "{stdout}");
-    assert!(stdout.contains("test result: ok. 7 passed; 0 failed; 0 ignored"), "{stdout}");
+    assert!(
+        stdout.contains("test result: ok. 7 passed; 0 failed; 0 ignored"),
+        "{stdout}"
+    );
 }

@@ -63,8 +63,8 @@ impl NetSection {
         explicit: Option<BytesPerSec>,
         link: Option<BytesPerSec>,
     ) -> Option<BytesPerSec> {
-        explicit
-            .or_else(|| link.map(|l| BytesPerSec((l.get() as f64 * (1.0 - self.headroom)) as u64)))
+        let usable = |l: BytesPerSec| (l.get() as f64 * (1.0 - self.headroom)).round() as u64;
+        explicit.or_else(|| link.map(|l| BytesPerSec(usable(l))))
     }
 }
 

@@ -54,7 +54,7 @@ impl NetSettings {
         let cap = |link: Option<daros_coordinator::BytesPerSec>,
                    qos: Option<daros_coordinator::BytesPerSec>| {
             link.map(|v| v.get())
-                .or_else(|| qos.map(|v| (v.get() as f64 / (1.0 - n.headroom)) as u64))
+                .or_else(|| qos.map(|v| (v.get() as f64 / (1.0 - n.headroom)).round() as u64))
                 .unwrap_or(0)
         };
         NetSettings {

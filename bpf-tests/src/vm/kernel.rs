@@ -126,6 +126,10 @@ pub struct PreparedKernel {
     /// ext4 modules for the IO test disk, in load order (loaded in parallel).
     #[serde(default)]
     pub disk_modules: Vec<String>,
+    /// The module lists asked for when it was prepared; a cache prepared for other
+    /// lists lacks modules and is prepared again.
+    #[serde(default)]
+    pub requested: Vec<String>,
     /// The cache directory of this kernel.
     #[serde(skip)]
     pub dir: PathBuf,
@@ -228,6 +232,15 @@ fn resolve_package(update_first: bool) -> Result<String, KernelError> {
     }))
 }
 
+/// The module lists of this build, as recorded in the manifest.
+fn requested_modules() -> Vec<String> {
+    BOOT_MODULES
+        .iter()
+        .chain(DISK_MODULES)
+        .map(|m| (*m).to_owned())
+        .collect()
+}
+
 fn deb_field(dpkg_deb: &Path, deb: &Path, field: &str) -> Result<String, KernelError> {
     let out = run(Command::new(dpkg_deb).arg("-f").arg(deb).arg(field))?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -318,6 +331,13 @@ impl KernelCache {
                 package,
                 format = k.format,
                 "cached kernel has an old layout: preparing it again"
+            );
+            return Ok(None);
+        }
+        if k.requested != requested_modules() {
+            tracing::info!(
+                package,
+                "cached kernel was prepared for other guest modules: preparing it again"
             );
             return Ok(None);
         }
@@ -440,6 +460,7 @@ impl KernelCache {
             release,
             modules: names(boot),
             disk_modules: names(disk),
+            requested: requested_modules(),
             dir: self.root.join(package),
         };
         let manifest = out.join(MANIFEST);

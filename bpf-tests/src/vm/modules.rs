@@ -9,8 +9,18 @@ use std::path::{Path, PathBuf};
 use super::elf::Elf;
 
 /// Modules the guest needs to boot, before their dependencies: PCI virtio transport,
-/// the block device, the 9p host shares and the overlay root.
-pub const BOOT_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay"];
+/// the block device, the 9p host shares and the overlay root; then what the network
+/// tests need: veth pairs between namespaces and the tbf qdisc that shapes them
+/// (the eBPF floor tests' bottleneck).
+pub const BOOT_MODULES: &[&str] = &[
+    "virtio_pci",
+    "virtio_blk",
+    "9pnet_virtio",
+    "9p",
+    "overlay",
+    "veth",
+    "sch_tbf",
+];
 
 /// Modules for ext4 on the IO test disk, loaded in parallel with the boot modules (ext4
 /// alone takes ~0.35 s under TCG). `crc32c_generic` is ext4's and jbd2's soft dependency
