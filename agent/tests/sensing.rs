@@ -261,3 +261,94 @@ fn node_sample_moves() {
         assert!(d.read_bytes_per_second.is_some_and(|r| r >= 0.0), "{d:?}");
     }
 }
+
+/// Kubernetes pod cgroups (cgroupfs driver layout, under a test-owned kubepods
+/// root) are discovered, sampled with their QoS class, and never written.
+#[test]
+fn discovered_pod_cgroups_are_sampled_read_only() {
+    use daros_agent::model::WorkloadKind;
+    use daros_agent::sensing::discovery::DiscoveryConfig;
+    use daros_agent::sensing::node::ProcPaths;
+    use daros_agent::sensing::{Sampler, SamplerConfig};
+
+    let t = TestRoot::new("kubepods");
+    let burstable = t.create_nested("burstable/pod0a1b2c3d-0000-4000-8000-000000000001");
+    let guaranteed = t.create_nested("pod0a1b2c3d-0000-4000-8000-000000000002");
+    let _b = t.spawn_in(&burstable, "while :; do :; done");
+    let _g = t.spawn_in(&guaranteed, "sleep 600");
+    let knobs = |cg: &daros_agent::cgroup::CgroupPath| -> Vec<(String, Vec<u8>)> {
+        t.backend()
+            .dirs(cg)
+            .into_iter()
+            .flat_map(|d| {
+                std::fs::read_dir(&d.path)
+                    .unwrap()
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+            })
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                // Files a writer would change; counters and stats move by themselves.
+                [
+                    "max", "limit", "shares", "weight", "quota", "min", "low", "high", "cpus",
+                    "mems",
+                ]
+                .iter()
+                .any(|k| n.contains(k))
+                    && !n.contains("stat")
+                    && !n.contains("usage")
+                    && !n.contains("events")
+                    && !n.contains("pressure")
+                    && !n.contains("effective")
+            })
+            .filter_map(|p| std::fs::read(&p).ok().map(|c| (p.display().to_string(), c)))
+            .collect()
+    };
+    let before = (knobs(&burstable), knobs(&guaranteed));
+    assert!(!before.0.is_empty());
+
+    let cfg = SamplerConfig {
+        node_name: "test".into(),
+        discovery_interval: Duration::ZERO,
+        discovery: DiscoveryConfig {
+            managed_root: daros_agent::cgroup::CgroupPath::new(&format!("{}-none", t.name()))
+                .unwrap(),
+            kubernetes: true,
+            kubepods_roots: vec![t.name().to_string()],
+            systemd: false,
+            systemd_unit_types: vec![],
+            max_workloads: 100,
+        },
+        exclude_devices: vec![],
+        exclude_interfaces: vec![],
+        agent: Default::default(),
+        paths: ProcPaths::default(),
+    };
+    let mut s = Sampler::new(cfg, t.backend().clone(), no_gpu()).unwrap();
+    let snap = wait_for(
+        "the burstable pod to show CPU use",
+        Duration::from_secs(30),
+        || {
+            let snap = tick(&mut s);
+            let pod = snap.workload("k8s/0a1b2c3d-0000-4000-8000-000000000001")?;
+            pod.sample.cpu.as_ref()?.usage_cores.filter(|c| *c > 0.1)?;
+            Some(snap)
+        },
+    );
+    let b = snap
+        .workload("k8s/0a1b2c3d-0000-4000-8000-000000000001")
+        .unwrap();
+    assert_eq!(b.kind, WorkloadKind::KubernetesPod);
+    assert_eq!(b.k8s_qos.as_deref(), Some("burstable"));
+    assert!(!b.managed);
+    let g = snap
+        .workload("k8s/0a1b2c3d-0000-4000-8000-000000000002")
+        .unwrap();
+    assert_eq!(g.k8s_qos.as_deref(), Some("guaranteed"));
+    assert!(g.sample.memory.is_some() && g.sample.pids.is_some_and(|p| p >= 1));
+    assert_eq!(
+        (knobs(&burstable), knobs(&guaranteed)),
+        before,
+        "a discovered cgroup was written"
+    );
+}

@@ -212,6 +212,8 @@ async fn answer<S: ReplicatedState>(
 pub async fn serve<S: ReplicatedState>(path: &Path, h: MeshHandle<S>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
+    // The socket can write to raft: owner only.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     let (left_tx, mut left_rx) = tokio::sync::mpsc::channel::<()>(1);
     loop {
         tokio::select! {

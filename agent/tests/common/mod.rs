@@ -102,21 +102,70 @@ impl TestRoot {
     }
 }
 
-impl Drop for TestRoot {
-    fn drop(&mut self) {
-        for w in self.root.workloads().unwrap_or_default() {
-            let cg = self.root.workload(&w).unwrap();
-            self.kill_all(&cg);
-            // rmdir can race with the exit of the last task: retry briefly.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while self.root.remove_workload(&w).is_err() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
+impl TestRoot {
+    /// Kills the processes of `cg` and its descendants and removes them, deepest first.
+    fn remove_tree(&self, cg: &CgroupPath) {
+        if let Some(primary) = self.backend().primary() {
+            let mut children: Vec<String> = std::fs::read_dir(cg.under(primary))
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            children.sort();
+            for c in children {
+                if let Ok(child) = cg.join(&c) {
+                    self.remove_tree(&child);
+                }
             }
         }
-        self.kill_all(self.root.path());
-        if let Err(e) = self.root.remove_root() {
-            eprintln!("warning: leaving test cgroup {}: {e}", self.root.path());
+        self.kill_all(cg);
+        // rmdir can race with the exit of the last task: retry briefly.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = self.backend().remove(cg) {
+            if Instant::now() > deadline {
+                eprintln!("warning: leaving test cgroup {cg}: {e}");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Creates `rel` (a path below the root, any depth) in every hierarchy.
+    pub fn create_nested(&self, rel: &str) -> CgroupPath {
+        let mut cg = self.root.path().clone();
+        for part in rel.split('/') {
+            cg = cg.join(part).unwrap();
+        }
+        self.backend().create(&cg).expect("create nested cgroup");
+        cg
+    }
+
+    /// Like [`TestRoot::spawn`], for a cgroup at any depth below the root.
+    pub fn spawn_in(&self, cg: &CgroupPath, script: &str) -> Proc {
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("read _ ; exec sh -c '{script}'"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        self.backend()
+            .add_pid(cg, child.id())
+            .expect("move pid into cgroup");
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        Proc { child }
+    }
+}
+
+impl Drop for TestRoot {
+    fn drop(&mut self) {
+        let root = self.root.path().clone();
+        self.remove_tree(&root);
     }
 }
 
