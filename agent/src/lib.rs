@@ -15,6 +15,8 @@ pub mod cli;
 pub mod client;
 /// Configuration: TOML file, `DAROS_*` environment, flags, validation.
 pub mod config;
+/// The control plane: mesh, raft-replicated coordinator, leader dispatch, apps API.
+pub mod control;
 /// `darosd` main loop: startup, sampler thread, API and metrics servers, systemd notify.
 pub mod daemon;
 /// GPU sensing through NVML behind a trait, with process-to-workload attribution.
