@@ -30,5 +30,7 @@ pub mod model;
 pub mod net;
 /// QoS enforcement: classes and floors → cgroup knobs, admission, protection loop.
 pub mod qos;
+/// The node executor: desired work → runtime adapters, per-instance QoS cgroups, logs.
+pub mod runtime;
 /// Sensing: node and workload counters, rates, discovery, the sampler thread.
 pub mod sensing;
