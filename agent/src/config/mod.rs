@@ -7,6 +7,7 @@ pub mod duration;
 pub mod load;
 pub mod net;
 pub mod qos;
+pub mod runtime;
 pub mod sections;
 pub mod validate;
 
@@ -14,6 +15,7 @@ pub use duration::HumanDuration;
 pub use load::{DEFAULT_CONFIG_FILE, Overrides, load};
 pub use net::NetSection;
 pub use qos::QosSection;
+pub use runtime::RuntimeSection;
 pub use sections::{
     AgentSection, ApiSection, CgroupSection, Config, DiscoverySection, GpuSection, LogFormat,
     MetricsSection, SensingSection,

@@ -29,6 +29,8 @@ pub struct Config {
     pub qos: super::qos::QosSection,
     /// eBPF datapath: network accounting, caps and floors; run-queue latency.
     pub net: super::net::NetSection,
+    /// Runtime executor and adapters.
+    pub runtime: super::runtime::RuntimeSection,
 }
 
 /// Log output format.

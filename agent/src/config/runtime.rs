@@ -1,0 +1,139 @@
+//! `[runtime]`: the node executor and its runtime adapters (process runtime
+//! always; Kubernetes when enabled).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use daros_coordinator::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, HumanDuration};
+
+/// `[runtime]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// Run the executor (false: the control plane accepts work and runs nothing).
+    pub enabled: bool,
+    /// Executor and process-runtime state (records, logs); `<agent.data_dir>/runtime` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    /// The `daros-shim` binary; beside `darosd` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shim_path: Option<PathBuf>,
+    /// Rotate a workload's log file before it passes this size (`"10Mi"`), unless its RuntimeSpec says otherwise.
+    pub log_max_size: Bytes,
+    /// Log files kept per workload, the current one included.
+    pub log_max_files: u32,
+    /// Grace between SIGTERM and SIGKILL when a workload is stopped.
+    pub stop_grace: HumanDuration,
+    /// Add the Kubernetes adapter (pods through the API server of `kubeconfig`,
+    /// `KUBECONFIG`, or the in-cluster service account).
+    pub kubernetes: bool,
+    /// Kubeconfig file for the Kubernetes adapter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        RuntimeSection {
+            enabled: true,
+            state_dir: None,
+            shim_path: None,
+            log_max_size: Bytes::from_mib(10),
+            log_max_files: 5,
+            stop_grace: HumanDuration(Duration::from_secs(10)),
+            kubernetes: false,
+            kubeconfig: None,
+        }
+    }
+}
+
+impl RuntimeSection {
+    /// The state directory for agent data dir `data_dir`.
+    pub fn state_dir(&self, data_dir: &Path) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("runtime"))
+    }
+}
+
+fn absolute(key: &str, p: &Option<PathBuf>) -> Result<(), ConfigError> {
+    match p {
+        Some(p) if !p.is_absolute() => Err(ConfigError::invalid(
+            key,
+            format!(
+                "must be an absolute path, got {:?}",
+                p.display().to_string()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks `[runtime]`.
+pub fn validate(r: &RuntimeSection) -> Result<(), ConfigError> {
+    absolute("runtime.state_dir", &r.state_dir)?;
+    absolute("runtime.shim_path", &r.shim_path)?;
+    absolute("runtime.kubeconfig", &r.kubeconfig)?;
+    if r.log_max_size.0 < 4096 {
+        return Err(ConfigError::invalid(
+            "runtime.log_max_size",
+            format!("must be at least 4Ki, got {}", r.log_max_size),
+        ));
+    }
+    if !(1..=100).contains(&r.log_max_files) {
+        return Err(ConfigError::invalid(
+            "runtime.log_max_files",
+            format!("must be 1..=100, got {}", r.log_max_files),
+        ));
+    }
+    if r.stop_grace.0 > Duration::from_secs(600) {
+        return Err(ConfigError::invalid(
+            "runtime.stop_grace",
+            format!("must be at most 10m, got \"{}\"", r.stop_grace),
+        ));
+    }
+    if r.kubeconfig.is_some() && !r.kubernetes {
+        return Err(ConfigError::invalid(
+            "runtime.kubeconfig",
+            "is set but runtime.kubernetes is false",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_pass_and_bad_values_name_their_key() {
+        assert!(validate(&RuntimeSection::default()).is_ok());
+        let cases: Vec<(fn(&mut RuntimeSection), &str)> = vec![
+            (|r| r.state_dir = Some("rel".into()), "runtime.state_dir"),
+            (|r| r.shim_path = Some("shim".into()), "runtime.shim_path"),
+            (|r| r.log_max_size = Bytes(100), "runtime.log_max_size"),
+            (|r| r.log_max_files = 0, "runtime.log_max_files"),
+            (
+                |r| r.stop_grace = HumanDuration(Duration::from_secs(3600)),
+                "runtime.stop_grace",
+            ),
+            (|r| r.kubeconfig = Some("/k".into()), "runtime.kubeconfig"),
+        ];
+        for (f, key) in cases {
+            let mut r = RuntimeSection::default();
+            f(&mut r);
+            assert_eq!(validate(&r).unwrap_err().key(), Some(key));
+        }
+        let r: RuntimeSection =
+            toml::from_str("log_max_size = \"1Mi\"\nstop_grace = \"3s\"").unwrap();
+        assert_eq!(r.log_max_size, Bytes::from_mib(1));
+        assert_eq!(r.stop_grace.0, Duration::from_secs(3));
+        assert_eq!(
+            r.state_dir(Path::new("/var/lib/daros")),
+            PathBuf::from("/var/lib/daros/runtime")
+        );
+    }
+}
