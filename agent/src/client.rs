@@ -154,6 +154,23 @@ impl Client {
         decode(path, status, &body)
     }
 
+    /// Sends a request with a text body (YAML or JSON documents) and decodes a
+    /// 2xx JSON answer; other statuses become [`ClientError::Api`].
+    pub async fn send_text<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        text: String,
+    ) -> Result<T, ClientError> {
+        let (status, body) = tokio::time::timeout(
+            self.timeout,
+            self.request_inner_body(method, path, Some(Bytes::from(text))),
+        )
+        .await
+        .map_err(|_| ClientError::Timeout(self.socket.clone()))??;
+        decode(path, status, &body)
+    }
+
     async fn request_inner(
         &self,
         method: Method,

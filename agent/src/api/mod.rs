@@ -2,9 +2,12 @@
 //! contributes [`ApiRoute`]s, from which both the router and the OpenAPI
 //! document are built, so the document cannot drift from the routes.
 
+pub mod apps;
 pub mod caps;
+pub mod cluster;
 pub mod error;
 pub mod health;
+pub mod members;
 pub mod net;
 pub mod node;
 pub mod openapi;
@@ -36,6 +39,8 @@ pub struct AppState {
     pub qos: Option<Arc<crate::qos::QosService>>,
     /// The eBPF datapath.
     pub net: Option<Arc<crate::net::NetService>>,
+    /// The control plane (`None` when it could not start; its routes answer 503).
+    pub control: Option<Arc<crate::control::ControlPlane>>,
 }
 
 /// A path parameter or query parameter of a route, for the OpenAPI document.
@@ -80,6 +85,9 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(caps::routes());
     r.extend(qos::routes());
     r.extend(net::routes());
+    r.extend(apps::routes());
+    r.extend(members::routes());
+    r.extend(cluster::routes());
     r.push(openapi::route());
     r
 }

@@ -1,14 +1,23 @@
 //! `darosctl`: the command line for the local agent. One file per subcommand;
 //! every command supports `-o json` and `-o yaml`.
 
+pub mod apply;
 pub mod caps;
+pub mod cluster;
 pub mod completions;
+pub mod delete;
+pub mod describe;
+pub mod explain;
+pub mod get;
 pub mod man;
+pub mod members;
 pub mod net;
 pub mod node;
 pub mod output;
 pub mod qos;
+pub mod rollback;
 pub mod top;
+pub mod whatif;
 pub mod workloads;
 
 use std::path::PathBuf;
@@ -56,6 +65,27 @@ pub enum Command {
     Qos(qos::QosArgs),
     /// eBPF datapath: status, events, and `cleanup` (removes every pin; no agent needed).
     Net(net::NetArgs),
+    /// Apply YAML/JSON documents (tenants, policies, pools, nodes, applications).
+    Apply(apply::ApplyArgs),
+    /// List objects: `get apps`.
+    Get(get::GetArgs),
+    /// Describe an object: `describe app NAME`.
+    Describe(describe::DescribeArgs),
+    /// Explain an application's latest (or a given) decision.
+    Explain(explain::ExplainArgs),
+    /// Predict what applying documents would do; changes nothing.
+    #[command(name = "what-if")]
+    WhatIf(whatif::WhatIfArgs),
+    /// Delete an object: `delete app NAME`.
+    Delete(delete::DeleteArgs),
+    /// Return an application to an earlier version (as a new version).
+    Rollback(rollback::RollbackArgs),
+    /// Operate on an application: start, stop, restore, retry, scale.
+    Operate(rollback::OperateArgs),
+    /// Mesh members and their liveness.
+    Members(members::MembersArgs),
+    /// Cluster status, join tokens, raft servers.
+    Cluster(cluster::ClusterArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
     /// Print the man page (or write all pages to a directory).
@@ -102,6 +132,16 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Caps(a) => rt.block_on(caps::run(&client, cli.output, a, out)),
         Command::Qos(a) => rt.block_on(qos::run(&client, cli.output, a, out)),
         Command::Net(a) => rt.block_on(net::run(&client, cli.output, a, out)),
+        Command::Apply(a) => rt.block_on(apply::run(&client, cli.output, a, out)),
+        Command::Get(a) => rt.block_on(get::run(&client, cli.output, a, out)),
+        Command::Describe(a) => rt.block_on(describe::run(&client, cli.output, a, out)),
+        Command::Explain(a) => rt.block_on(explain::run(&client, cli.output, a, out)),
+        Command::WhatIf(a) => rt.block_on(whatif::run(&client, cli.output, a, out)),
+        Command::Delete(a) => rt.block_on(delete::run(&client, cli.output, a, out)),
+        Command::Rollback(a) => rt.block_on(rollback::run(&client, cli.output, a, out)),
+        Command::Operate(a) => rt.block_on(rollback::operate(&client, cli.output, a, out)),
+        Command::Members(a) => rt.block_on(members::run(&client, cli.output, a, out)),
+        Command::Cluster(a) => rt.block_on(cluster::run(&client, cli.output, a, out)),
         Command::Completions(a) => completions::run(a, out),
         Command::Man(a) => man::run(a, out),
     }

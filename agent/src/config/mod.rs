@@ -5,6 +5,7 @@
 
 pub mod duration;
 pub mod load;
+pub mod mesh;
 pub mod net;
 pub mod qos;
 pub mod runtime;
@@ -13,6 +14,7 @@ pub mod validate;
 
 pub use duration::HumanDuration;
 pub use load::{DEFAULT_CONFIG_FILE, Overrides, load};
+pub use mesh::{MeshRole, MeshSection};
 pub use net::NetSection;
 pub use qos::QosSection;
 pub use runtime::RuntimeSection;

@@ -29,6 +29,8 @@ pub struct Config {
     pub qos: super::qos::QosSection,
     /// eBPF datapath: network accounting, caps and floors; run-queue latency.
     pub net: super::net::NetSection,
+    /// Control plane mesh: gossip, RPC, raft; single-node cluster by default.
+    pub mesh: super::mesh::MeshSection,
     /// Runtime executor and adapters.
     pub runtime: super::runtime::RuntimeSection,
 }

@@ -169,6 +169,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     }
     super::qos::validate(&c.qos)?;
     super::net::validate(c)?;
+    super::mesh::validate(c)?;
     super::runtime::validate(&c.runtime)?;
     Ok(())
 }

@@ -43,6 +43,12 @@ pub struct DaemonArgs {
     /// Node name (agent.node_name).
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
+    /// Join token for a first start (mesh.join_token); needs --server.
+    #[arg(long, value_name = "TOKEN")]
+    pub join: Option<String>,
+    /// RPC address of the server agent to join through (mesh.join_server).
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<String>,
     /// Load and validate the configuration, print the effective one as TOML, exit.
     #[arg(long)]
     pub check_config: bool,
@@ -51,7 +57,7 @@ pub struct DaemonArgs {
 impl DaemonArgs {
     /// The flags that set configuration keys.
     pub fn flags(&self) -> Vec<FlagValue> {
-        let pairs: [(&'static str, &'static str, &Option<String>); 8] = [
+        let pairs: [(&'static str, &'static str, &Option<String>); 10] = [
             ("api.socket", "--socket", &self.socket),
             ("agent.data_dir", "--data-dir", &self.data_dir),
             ("cgroup.managed_root", "--managed-root", &self.managed_root),
@@ -64,6 +70,8 @@ impl DaemonArgs {
             ("metrics.listen", "--metrics-listen", &self.metrics_listen),
             ("agent.log_level", "--log-level", &self.log_level),
             ("agent.node_name", "--node-name", &self.node_name),
+            ("mesh.join_token", "--join", &self.join),
+            ("mesh.join_server", "--server", &self.server),
         ];
         pairs
             .into_iter()

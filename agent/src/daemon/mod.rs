@@ -3,6 +3,7 @@
 //! Prometheus metrics) until SIGTERM/SIGINT.
 
 pub mod args;
+pub mod control;
 pub mod net;
 pub mod notify;
 pub mod qos;
@@ -55,7 +56,14 @@ fn startup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DaemonError + 
 }
 
 fn init_logging(cfg: &Config) -> Result<(), DaemonError> {
-    let filter = EnvFilter::try_new(&cfg.agent.log_level)
+    // The mesh libraries log every election and connection at info.
+    let mut level = cfg.agent.log_level.clone();
+    for quiet in ["openraft", "chitchat", "quinn"] {
+        if !level.contains(quiet) {
+            level.push_str(&format!(",{quiet}=warn"));
+        }
+    }
+    let filter = EnvFilter::try_new(&level)
         .map_err(|e| ConfigError::invalid("agent.log_level", e.to_string()))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -147,7 +155,7 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     };
     let managed_root = CgroupPath::new(&cfg.cgroup.managed_root)
         .map_err(|e| ConfigError::invalid("cgroup.managed_root", e.to_string()))?;
-    let node_name = cfg.agent.node_name.clone().unwrap_or_else(|| {
+    let node_name: String = cfg.agent.node_name.clone().unwrap_or_else(|| {
         rustix::system::uname()
             .nodename()
             .to_string_lossy()
@@ -155,7 +163,7 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     });
     let interval = cfg.interval();
     let sampler_cfg = SamplerConfig {
-        node_name,
+        node_name: node_name.clone(),
         discovery_interval: cfg.discovery.interval.0,
         discovery: DiscoveryConfig {
             managed_root: managed_root.clone(),
@@ -230,12 +238,17 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     };
     let qos = qos::start(&net::qos_config(&cfg), managed.clone());
     datapath.start(qos.clone(), managed);
+    // The runtime executor is wired here when darosd has one; without it the
+    // control plane accepts work and runs nothing (NoopExecutor, logged).
+    let executor: Option<Arc<dyn crate::control::work::WorkExecutor>> = None;
+    let control = control::start(&cfg, &node_name, Arc::clone(&latest), executor).await;
     let state = AppState {
         latest: Arc::clone(&latest),
         caps: Arc::new(caps),
         interval,
         qos: qos.clone(),
         net: Some(Arc::clone(&datapath)),
+        control: control.clone(),
     };
     let api_server = tokio::spawn(
         axum::serve(listener, api::router(state))
@@ -290,6 +303,9 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     }
     if let Some(r) = qos_reconcile {
         let _ = tokio::time::timeout(grace, r).await;
+    }
+    if let Some(c) = &control {
+        c.shutdown().await;
     }
     if let Some(q) = &qos {
         // Holds are released so no workload stays throttled without the agent.

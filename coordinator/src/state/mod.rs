@@ -5,6 +5,7 @@
 
 mod apps;
 mod arbitrate;
+pub mod desired;
 pub mod entry;
 mod query;
 mod runtime;

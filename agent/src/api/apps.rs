@@ -1,0 +1,329 @@
+//! Applications through the replicated coordinator: apply, list, describe,
+//! explain, what-if, delete, operations, rollback. Writes go through raft
+//! (forwarded to the leader); reads are linearizable.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{Method, StatusCode};
+use axum::routing::{delete, get, post};
+use daros_coordinator::spec::{self, Format};
+use daros_coordinator::{AppKey, Command, OperationRequest, Outcome};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{ApiError, ApiJson};
+use super::{ApiRoute, AppState, Param};
+use crate::control::state::ControlQuery;
+use crate::control::{ControlError, ControlPlane, FailureKind};
+
+/// Answer of a write: where it sits in the raft log and what it did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriteResult {
+    /// Raft term of the entry.
+    pub term: u64,
+    /// Raft index of the entry.
+    pub index: u64,
+    /// Events, decisions, actions, refusals and notes.
+    pub outcome: Outcome,
+}
+
+/// Query of `POST /v1/apps`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyQuery {
+    /// Start admitted applications (default true).
+    pub start: Option<bool>,
+}
+
+/// Query of the explain route.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainQuery {
+    /// Decision number (default: the application's latest).
+    pub decision: Option<u64>,
+}
+
+/// Body of the rollback route.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackBody {
+    /// Version to return to.
+    pub version: u32,
+}
+
+const APP_PARAMS: &[Param] = &[
+    Param {
+        name: "tenant",
+        location: "path",
+        required: true,
+        description: "Tenant of the application",
+        values: &[],
+    },
+    Param {
+        name: "name",
+        location: "path",
+        required: true,
+        description: "Application name",
+        values: &[],
+    },
+];
+
+fn any(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    g.subschema_for::<Value>()
+}
+
+/// Routes of this module.
+pub fn routes() -> Vec<ApiRoute> {
+    vec![
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/apps",
+            summary: "Apply documents (YAML or JSON body: Tenant, Policy, ResourcePool, Node, Application)",
+            params: &[Param {
+                name: "start",
+                location: "query",
+                required: false,
+                description: "Start admitted applications (default true)",
+                values: &["true", "false"],
+            }],
+            response: any,
+            errors: &[400, 503],
+            handler: post(apply),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/apps",
+            summary: "Every application with its phase, version and ready instances",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(list),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/apps/{tenant}/{name}",
+            summary: "Describe an application: phase, events, versions, instances with node and state",
+            params: APP_PARAMS,
+            response: any,
+            errors: &[404, 503],
+            handler: get(describe),
+        },
+        ApiRoute {
+            method: Method::DELETE,
+            path: "/v1/apps/{tenant}/{name}",
+            summary: "Delete an application (its instances are stopped)",
+            params: APP_PARAMS,
+            response: any,
+            errors: &[404, 409, 503],
+            handler: delete(remove),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/apps/{tenant}/{name}/explain",
+            summary: "Explain the latest decision of an application (or ?decision=N)",
+            params: APP_PARAMS,
+            response: any,
+            errors: &[404, 503],
+            handler: get(explain),
+        },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/apps/{tenant}/{name}/operations",
+            summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"scale\",...}",
+            params: APP_PARAMS,
+            response: any,
+            errors: &[400, 404, 409, 503],
+            handler: post(operate),
+        },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/apps/{tenant}/{name}/rollback",
+            summary: "Apply an earlier version's spec as a new version: {\"version\": N}",
+            params: APP_PARAMS,
+            response: any,
+            errors: &[400, 404, 503],
+            handler: post(rollback),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/nodes",
+            summary: "Nodes registered with the coordinator (capacity, runtimes, labels, schedulable)",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(nodes),
+        },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/whatif",
+            summary: "Predict applying documents (YAML or JSON body); changes nothing",
+            params: &[],
+            response: any,
+            errors: &[400, 503],
+            handler: post(what_if),
+        },
+    ]
+}
+
+/// The control plane, or 503 when this agent runs without one.
+pub fn plane(s: &AppState) -> Result<Arc<ControlPlane>, ApiError> {
+    s.control.clone().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: "the control plane is not running on this agent (see the darosd log)".into(),
+    })
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        let status = match &e {
+            ControlError::Refused(f) => match f.kind {
+                FailureKind::Invalid => StatusCode::BAD_REQUEST,
+                FailureKind::NotFound => StatusCode::NOT_FOUND,
+                FailureKind::Conflict => StatusCode::CONFLICT,
+            },
+            ControlError::Unavailable(_) | ControlError::Startup(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        };
+        let message = match &e {
+            ControlError::Unavailable(m) => {
+                format!("no leader can take this write or read now (nothing was changed): {m}")
+            }
+            other => other.to_string(),
+        };
+        ApiError { status, message }
+    }
+}
+
+fn documents(body: &str) -> Result<Vec<spec::Document>, ApiError> {
+    if body.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "empty body: send YAML or JSON documents",
+        ));
+    }
+    spec::parse(body, Format::Auto).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+async fn write(p: &ControlPlane, cmd: Command) -> Result<Json<WriteResult>, ApiError> {
+    let (outcome, at) = p.write(cmd).await?;
+    Ok(Json(WriteResult {
+        term: at.term,
+        index: at.index,
+        outcome,
+    }))
+}
+
+async fn apply(
+    State(s): State<AppState>,
+    q: Result<Query<ApplyQuery>, QueryRejection>,
+    body: String,
+) -> Result<Json<WriteResult>, ApiError> {
+    let Query(q) = q?;
+    let p = plane(&s)?;
+    let documents = documents(&body)?;
+    write(
+        &p,
+        Command::Apply {
+            documents,
+            start: q.start.unwrap_or(true),
+        },
+    )
+    .await
+}
+
+async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Apps).await?))
+}
+
+async fn nodes(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Nodes).await?))
+}
+
+async fn describe(
+    State(s): State<AppState>,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let app = AppKey::new(tenant, name);
+    let now = crate::control::plane::now();
+    Ok(Json(
+        plane(&s)?
+            .query(ControlQuery::Describe { app, now })
+            .await?,
+    ))
+}
+
+async fn explain(
+    State(s): State<AppState>,
+    Path((tenant, name)): Path<(String, String)>,
+    q: Result<Query<ExplainQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q?;
+    let app = AppKey::new(tenant, name);
+    Ok(Json(
+        plane(&s)?
+            .query(ControlQuery::Explain {
+                app,
+                decision: q.decision,
+            })
+            .await?,
+    ))
+}
+
+async fn what_if(State(s): State<AppState>, body: String) -> Result<Json<Value>, ApiError> {
+    let p = plane(&s)?;
+    let documents = documents(&body)?;
+    let now = crate::control::plane::now();
+    Ok(Json(
+        p.query(ControlQuery::WhatIf { documents, now }).await?,
+    ))
+}
+
+async fn remove(
+    State(s): State<AppState>,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(
+        &p,
+        Command::Operate {
+            app: AppKey::new(tenant, name),
+            operation: OperationRequest::Delete,
+        },
+    )
+    .await
+}
+
+async fn operate(
+    State(s): State<AppState>,
+    Path((tenant, name)): Path<(String, String)>,
+    ApiJson(operation): ApiJson<OperationRequest>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(
+        &p,
+        Command::Operate {
+            app: AppKey::new(tenant, name),
+            operation,
+        },
+    )
+    .await
+}
+
+async fn rollback(
+    State(s): State<AppState>,
+    Path((tenant, name)): Path<(String, String)>,
+    ApiJson(b): ApiJson<RollbackBody>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(
+        &p,
+        Command::Rollback {
+            app: AppKey::new(tenant, name),
+            version: b.version,
+        },
+    )
+    .await
+}

@@ -1,0 +1,48 @@
+//! `darosctl delete app NAME`.
+
+use std::io::Write;
+
+use hyper::Method;
+
+use super::CliError;
+use super::apply::render_write;
+use super::get::{app_path, resolve};
+use super::output::{OutputFormat, print};
+use crate::api::apps::WriteResult;
+use crate::client::Client;
+
+/// Arguments of `darosctl delete`.
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    /// What to delete.
+    #[command(subcommand)]
+    pub what: DeleteWhat,
+}
+
+/// Objects.
+#[derive(Debug, clap::Subcommand)]
+pub enum DeleteWhat {
+    /// An application (its instances are stopped).
+    #[command(alias = "apps", alias = "application")]
+    App {
+        /// Application name (or TENANT/NAME).
+        name: String,
+        /// Tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
+/// Runs `darosctl delete`.
+pub async fn run(
+    client: &Client,
+    fmt: OutputFormat,
+    a: DeleteArgs,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let DeleteWhat::App { name, tenant } = a.what;
+    let key = resolve(client, &name, tenant.as_deref()).await?;
+    let r: WriteResult = client.send(Method::DELETE, &app_path(&key), None).await?;
+    print(out, fmt, &r, || render_write(&format!("deleted {key}"), &r))?;
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! `darosctl get apps`.
+
+use std::io::Write;
+
+use daros_coordinator::{AppKey, AppSummary};
+
+use super::CliError;
+use super::output::{OutputFormat, Table, print};
+use crate::client::{Client, ClientError};
+
+/// Arguments of `darosctl get`.
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// What to list.
+    #[command(subcommand)]
+    pub what: GetWhat,
+}
+
+/// Lists.
+#[derive(Debug, clap::Subcommand)]
+pub enum GetWhat {
+    /// Applications with phase, version and ready instances.
+    #[command(alias = "app", alias = "applications")]
+    Apps,
+    /// Nodes registered with the coordinator.
+    #[command(alias = "node")]
+    Nodes,
+}
+
+/// `GET /v1/apps`.
+pub async fn apps(client: &Client) -> Result<Vec<AppSummary>, ClientError> {
+    client.get("/v1/apps").await
+}
+
+/// The application named `name` (`tenant/name`, or a name with `--tenant`, or a
+/// name unique across tenants).
+pub async fn resolve(
+    client: &Client,
+    name: &str,
+    tenant: Option<&str>,
+) -> Result<AppKey, CliError> {
+    if let Some(k) = AppKey::parse(name) {
+        return Ok(k);
+    }
+    if let Some(t) = tenant {
+        return Ok(AppKey::new(t, name));
+    }
+    let found: Vec<AppKey> = apps(client)
+        .await?
+        .into_iter()
+        .map(|s| s.app)
+        .filter(|k| k.name == name)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Ok(AppKey::new("default", name)),
+        many => Err(CliError::Other(format!(
+            "{name} exists in several tenants ({}); use --tenant or tenant/name",
+            many.iter()
+                .map(|k| k.tenant.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Path of an application's routes.
+pub fn app_path(k: &AppKey) -> String {
+    format!(
+        "/v1/apps/{}/{}",
+        crate::client::encode_id(&k.tenant),
+        crate::client::encode_id(&k.name)
+    )
+}
+
+/// Runs `darosctl get`.
+pub async fn run(
+    client: &Client,
+    fmt: OutputFormat,
+    a: GetArgs,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    match a.what {
+        GetWhat::Nodes => {
+            let list: Vec<crate::control::state::NodeView> = client.get("/v1/nodes").await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(
+                    &["NAME", "CPU", "MEMORY", "GPU", "RUNTIMES", "SCHEDULABLE"],
+                    &[false, true, true, true, false, false],
+                );
+                for n in &list {
+                    let n = &n.node;
+                    t.row(vec![
+                        n.name.clone(),
+                        n.capacity.cpu.to_string(),
+                        n.capacity.memory.to_string(),
+                        n.capacity.gpu.0.to_string(),
+                        n.runtimes
+                            .iter()
+                            .map(|r| format!("{r:?}").to_lowercase())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        if n.schedulable { "yes" } else { "no" }.into(),
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Apps => {
+            let list = apps(client).await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(
+                    &[
+                        "TENANT", "NAME", "PHASE", "VERSION", "READY", "PRIORITY", "POOL", "REASON",
+                    ],
+                    &[false, false, false, true, true, true, false, false],
+                );
+                for s in &list {
+                    t.row(vec![
+                        s.app.tenant.clone(),
+                        s.app.name.clone(),
+                        s.phase.to_string(),
+                        s.version.to_string(),
+                        format!("{}/{}", s.ready, s.instances),
+                        s.priority.to_string(),
+                        s.pool.clone(),
+                        s.reason.clone(),
+                    ]);
+                }
+                if t.is_empty() {
+                    "no applications\n".into()
+                } else {
+                    t.render()
+                }
+            })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `darosctl rollback NAME --to N`, and the application operations
+//! (`darosctl operate NAME stop|start|restore|retry|scale`).
+
+use std::io::Write;
+
+use hyper::Method;
+use serde_json::json;
+
+use super::CliError;
+use super::apply::render_write;
+use super::get::{app_path, resolve};
+use super::output::{OutputFormat, print};
+use crate::api::apps::WriteResult;
+use crate::client::Client;
+
+/// Arguments of `darosctl rollback`.
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    /// Application name (or TENANT/NAME).
+    pub name: String,
+    /// Tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Version to return to (applied as a new version).
+    #[arg(long = "to", value_name = "N")]
+    pub to: u32,
+}
+
+/// Runs `darosctl rollback`.
+pub async fn run(
+    client: &Client,
+    fmt: OutputFormat,
+    a: RollbackArgs,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let key = resolve(client, &a.name, a.tenant.as_deref()).await?;
+    let body = json!({ "version": a.to });
+    let r: WriteResult = client
+        .send(
+            Method::POST,
+            &format!("{}/rollback", app_path(&key)),
+            Some(&body),
+        )
+        .await?;
+    print(out, fmt, &r, || {
+        render_write(&format!("{key} rolled back to version {}", a.to), &r)
+    })?;
+    Ok(())
+}
+
+/// Arguments of `darosctl operate`.
+#[derive(Debug, clap::Args)]
+pub struct OperateArgs {
+    /// Application name (or TENANT/NAME).
+    pub name: String,
+    /// Tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// The operation.
+    #[command(subcommand)]
+    pub op: Operation,
+}
+
+/// Operations on an application.
+#[derive(Debug, clap::Subcommand)]
+pub enum Operation {
+    /// Arbitrate and place an admitted application.
+    Start,
+    /// Stop it (Terminated).
+    Stop,
+    /// Leave Degraded: re-place evicted replicas.
+    Restore,
+    /// Run a failed application through admission again.
+    Retry,
+    /// Set a workload's replica count.
+    Scale {
+        /// Workload.
+        workload: String,
+        /// Replicas.
+        replicas: u32,
+    },
+}
+
+/// Runs `darosctl operate`.
+pub async fn operate(
+    client: &Client,
+    fmt: OutputFormat,
+    a: OperateArgs,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let key = resolve(client, &a.name, a.tenant.as_deref()).await?;
+    let body = match &a.op {
+        Operation::Start => json!({"op": "start"}),
+        Operation::Stop => json!({"op": "stop"}),
+        Operation::Restore => json!({"op": "restore"}),
+        Operation::Retry => json!({"op": "retry"}),
+        Operation::Scale { workload, replicas } => {
+            json!({"op": "scale", "workload": workload, "replicas": replicas})
+        }
+    };
+    let r: WriteResult = client
+        .send(
+            Method::POST,
+            &format!("{}/operations", app_path(&key)),
+            Some(&body),
+        )
+        .await?;
+    print(out, fmt, &r, || {
+        render_write(&format!("{key}: {:?}", a.op), &r)
+    })?;
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! The node side of the control plane: takes the leader's fenced work and
+//! hands it to the executor, forwards the executor's reports to the leader
+//! through raft, and registers this node (again when its capacity changes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use daros_coordinator::Command;
+use daros_gossip::membership::{LocalInfo, Resources};
+use daros_gossip::rpc::{CallContext, ErrorCode, RpcError};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast};
+use tracing::{debug, info, warn};
+
+use super::plane::{ControlMesh, ControlPlane, NodeSpecFn};
+use super::state::ControlCommand;
+use super::work::{ExecError, NodeReport, NodeWork, WorkExecutor};
+
+/// RPC method carrying a node's [`NodeWork`] (a fenced command).
+pub const WORK_METHOD: &str = "control.work";
+
+/// Registers the fenced work method; the returned notifier fires when work
+/// arrives from a newer term (a new leader), so that reports are resent.
+pub fn serve_work(mesh: &ControlMesh, me: String, exec: Arc<dyn WorkExecutor>) -> Arc<Notify> {
+    let resync = Arc::new(Notify::new());
+    let last_term = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let notify = Arc::clone(&resync);
+    mesh.handle_command(WORK_METHOD, move |ctx: CallContext, body: Value| {
+        let exec = Arc::clone(&exec);
+        let me = me.clone();
+        let notify = Arc::clone(&notify);
+        let last_term = Arc::clone(&last_term);
+        async move {
+            let mut work: NodeWork = serde_json::from_value(body)
+                .map_err(|e| RpcError::bad_request(format!("node work: {e}")))?;
+            // The mesh checked this token against the highest term accepted.
+            if let Some(f) = ctx.fence {
+                work.fence = f;
+            }
+            if work.node != me {
+                return Err(RpcError::bad_request(
+                    ExecError::WrongNode {
+                        expected: me,
+                        got: work.node,
+                    }
+                    .to_string(),
+                ));
+            }
+            let term = work.fence.term;
+            let (n, j) = (work.instances.len(), work.jobs.len());
+            match exec.execute(work).await {
+                Ok(()) => {}
+                Err(e @ ExecError::Stale { .. }) => {
+                    return Err(RpcError::new(ErrorCode::StaleTerm, e.to_string()));
+                }
+                Err(e) => return Err(RpcError::internal(e.to_string())),
+            }
+            let prev = last_term.fetch_max(term, std::sync::atomic::Ordering::SeqCst);
+            if term > prev {
+                notify.notify_one();
+            }
+            debug!(term, instances = n, jobs = j, "node work accepted");
+            Ok(json!({ "accepted": true, "instances": n, "jobs": j }))
+        }
+    });
+    resync
+}
+
+async fn send(plane: &ControlPlane, report: NodeReport) {
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..8 {
+        match plane
+            .write_raw(ControlCommand::Report {
+                node: plane.node_name().to_string(),
+                report: report.clone(),
+            })
+            .await
+        {
+            Ok(_) => return,
+            Err(e) => {
+                debug!(error = %e, "report not written yet; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(3));
+            }
+        }
+    }
+    warn!(
+        ?report,
+        "report not written; the next resync sends it again"
+    );
+}
+
+/// Forwards every report of the executor to the leader (through raft); sends
+/// the executor's whole current state after a leader change, after losing
+/// reports, and every 30 s. Stale and repeated reports are dropped when applied.
+pub async fn forward_reports(
+    plane: Arc<ControlPlane>,
+    exec: Arc<dyn WorkExecutor>,
+    resync: Arc<Notify>,
+) {
+    let mut rx = exec.subscribe();
+    let mut full = true;
+    let mut every = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        if full {
+            full = false;
+            for r in exec.current().await {
+                send(&plane, r).await;
+            }
+        }
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(report) => send(&plane, report).await,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(lost = n, "reports lagged; resending the current state");
+                    full = true;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = resync.notified() => full = true,
+            _ = every.tick() => full = true,
+        }
+    }
+}
+
+/// This node's gossip summary (what `darosctl members` shows).
+fn local_info(n: &daros_coordinator::ExecutionNode) -> LocalInfo {
+    let r = Resources {
+        cpu_millicores: n.capacity.cpu.0,
+        memory_bytes: n.capacity.memory.0,
+        gpus: n.capacity.gpu.0,
+        net_mbps: 0,
+    };
+    LocalInfo {
+        capacity: r.clone(),
+        allocatable: r,
+        runtimes: n
+            .runtimes
+            .iter()
+            .map(|r| format!("{r:?}").to_lowercase())
+            .collect(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        ..Default::default()
+    }
+}
+
+/// Registers this node at start (retrying until a leader takes it) and again
+/// whenever its description changes.
+pub async fn register_loop(
+    plane: Arc<ControlPlane>,
+    spec: NodeSpecFn,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut registered = None;
+    loop {
+        let node = spec();
+        if registered.as_ref() != Some(&node) {
+            plane.mesh().set_local_info(&local_info(&node)).await;
+            match plane
+                .write(Command::RegisterNode { node: node.clone() })
+                .await
+            {
+                Ok(_) => {
+                    info!(node = %node.name, cpu = %node.capacity.cpu, memory = %node.capacity.memory, "node registered");
+                    registered = Some(node);
+                    if let Some(f) = first.take() {
+                        let _ = f.send(());
+                    }
+                }
+                Err(e) => debug!(error = %e, "node registration not written yet"),
+            }
+        }
+        let wait = if registered.is_some() { 10 } else { 1 };
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+    }
+}

@@ -1,0 +1,209 @@
+//! [`ControlPlane`]: the mesh with the replicated coordinator, the node side
+//! (work in, reports out, self-registration) and the leader side (dispatch).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use daros_coordinator::{Command, ExecutionNode, Outcome, Timestamp};
+use daros_gossip::mesh::{Mesh, MeshError, MeshHandle};
+use daros_gossip::raft::{ConsensusError, LogPosition};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use super::state::{ControlCommand, ControlQuery, CoordinatorState, Failure, Stamped};
+use super::work::WorkExecutor;
+use super::{ControlError, bootstrap, dispatch, node};
+use crate::config::MeshSection;
+
+/// Describes this node for registration (called again to notice capacity changes).
+pub type NodeSpecFn = Arc<dyn Fn() -> ExecutionNode + Send + Sync>;
+
+/// What the control plane needs from darosd.
+pub struct ControlSettings {
+    /// `agent.data_dir` (the mesh lives in `<data_dir>/mesh`).
+    pub data_dir: PathBuf,
+    /// Node name (the mesh node id is derived from it).
+    pub node_name: String,
+    /// `[mesh]`.
+    pub mesh: MeshSection,
+    /// This node's description for `RegisterNode`.
+    pub node_spec: NodeSpecFn,
+}
+
+/// How long start waits for the node's first registration.
+const REGISTER_WAIT: Duration = Duration::from_secs(5);
+
+/// The mesh handle type of darosd.
+pub type ControlMesh = MeshHandle<CoordinatorState>;
+
+/// The running control plane of this agent.
+pub struct ControlPlane {
+    mesh: ControlMesh,
+    node: String,
+    data_dir: PathBuf,
+    executor_wired: bool,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+/// Milliseconds since the epoch, the proposer's stamp.
+pub fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0),
+    )
+}
+
+impl ControlPlane {
+    /// Starts the mesh (creating or joining the cluster on a first start), the
+    /// node side with `executor` (a [`super::noop::NoopExecutor`] when `None`) and
+    /// the leader dispatch.
+    pub async fn start(
+        s: ControlSettings,
+        executor: Option<Arc<dyn WorkExecutor>>,
+    ) -> Result<Arc<Self>, ControlError> {
+        let executor_wired = executor.is_some();
+        let executor: Arc<dyn WorkExecutor> =
+            executor.unwrap_or_else(|| Arc::new(super::noop::NoopExecutor::default()));
+        let id = bootstrap::node_id_of(&s.node_name)?;
+        let cfg = bootstrap::prepare(&s.data_dir, &id, &s.mesh).await?;
+        let (state, applied) = CoordinatorState::new();
+        let mesh = Mesh::start(cfg, state)
+            .await
+            .map_err(|e| ControlError::Startup(format!("starting the mesh: {e}")))?;
+        let plane = Arc::new(Self {
+            node: id.to_string(),
+            mesh: mesh.clone(),
+            data_dir: s.data_dir.clone(),
+            executor_wired,
+            tasks: std::sync::Mutex::default(),
+        });
+        let resync = node::serve_work(&mesh, id.to_string(), Arc::clone(&executor));
+        let (registered_tx, registered) = tokio::sync::oneshot::channel();
+        let mut tasks = vec![
+            tokio::spawn(node::forward_reports(
+                Arc::clone(&plane),
+                Arc::clone(&executor),
+                resync,
+            )),
+            tokio::spawn(node::register_loop(
+                Arc::clone(&plane),
+                s.node_spec.clone(),
+                registered_tx,
+            )),
+        ];
+        if mesh.consensus_status().is_some() {
+            tasks.push(tokio::spawn(dispatch::leader_loop(
+                Arc::clone(&plane),
+                applied,
+                s.mesh.dispatch_interval.0,
+            )));
+        }
+        if let Ok(mut t) = plane.tasks.lock() {
+            t.extend(tasks);
+        }
+        // Serve the API once this node can take workloads (or give up waiting:
+        // registration goes on in the background until a leader takes it).
+        if tokio::time::timeout(REGISTER_WAIT, registered)
+            .await
+            .is_err()
+        {
+            tracing::warn!(node = %id, "not registered yet (no leader reachable); retrying in the background");
+        }
+        info!(node = %id, cluster = %mesh.cluster_id(), role = ?mesh.role(), executor_wired, "control plane up");
+        Ok(plane)
+    }
+
+    /// The mesh.
+    pub fn mesh(&self) -> &ControlMesh {
+        &self.mesh
+    }
+
+    /// This node's name in the cluster.
+    pub fn node_name(&self) -> &str {
+        &self.node
+    }
+
+    /// `agent.data_dir`.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// True when a runtime executor was given (else work is accepted, not run).
+    pub fn executor_wired(&self) -> bool {
+        self.executor_wired
+    }
+
+    /// Writes a coordinator command through raft (forwarded to the leader),
+    /// stamped with this node's clock.
+    pub async fn write(&self, command: Command) -> Result<(Outcome, LogPosition), ControlError> {
+        self.write_raw(ControlCommand::Coordinator { command })
+            .await
+    }
+
+    pub(super) async fn write_raw(
+        &self,
+        command: ControlCommand,
+    ) -> Result<(Outcome, LogPosition), ControlError> {
+        let c = self
+            .mesh
+            .write(Stamped { at: now(), command })
+            .await
+            .map_err(ControlError::from_mesh)?;
+        let outcome = c.response.map_err(ControlError::Refused)?;
+        Ok((outcome, c.at))
+    }
+
+    /// A linearizable read of the coordinator.
+    pub async fn query(&self, q: ControlQuery) -> Result<Value, ControlError> {
+        self.mesh
+            .read(q)
+            .await
+            .map_err(ControlError::from_mesh)?
+            .map_err(ControlError::Refused)
+    }
+
+    /// Stops the background tasks and leaves the mesh (announced in gossip).
+    pub async fn shutdown(&self) {
+        if let Ok(mut t) = self.tasks.lock() {
+            for task in t.drain(..) {
+                task.abort();
+            }
+        }
+        self.mesh.leave().await;
+    }
+}
+
+impl ControlError {
+    /// Maps a mesh error: no leader or quorum → unavailable; bad input → invalid.
+    pub fn from_mesh(e: MeshError) -> Self {
+        match e.consensus() {
+            Some(ConsensusError::Invalid(m)) => ControlError::Refused(Failure {
+                kind: super::state::FailureKind::Invalid,
+                message: m,
+            }),
+            Some(ConsensusError::TooLarge { size, limit }) => ControlError::Refused(Failure {
+                kind: super::state::FailureKind::Invalid,
+                message: format!("request of {size} bytes exceeds the {limit} byte limit"),
+            }),
+            _ => ControlError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Waits until `rx` changes or `period` passes.
+pub(super) async fn changed_or(rx: &mut watch::Receiver<LogPosition>, period: Duration) {
+    let _ = tokio::time::timeout(period, rx.changed()).await;
+}

@@ -1,0 +1,404 @@
+//! The coordinator as the raft state machine.
+//!
+//! Every command carries the time stamped by the proposer, so applying it is
+//! deterministic on every replica (apply never reads a clock). Snapshots are
+//! the journal of applied commands, replayed on restore: the coordinator state
+//! is rebuilt exactly as the log built it.
+
+use std::collections::BTreeMap;
+
+use daros_coordinator::spec::Document;
+use daros_coordinator::state::desired::{DesiredWork, RunStatus};
+use daros_coordinator::{AppKey, Command, CoordinatorError, DecisionId, Outcome, Timestamp};
+use daros_gossip::raft::{LogPosition, ReplicatedState, StateError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::work::NodeReport;
+
+/// What the raft log carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum ControlCommand {
+    /// A coordinator command.
+    Coordinator {
+        /// The command.
+        command: Command,
+    },
+    /// A node agent's report; dropped when stale (older attempt) or repeated
+    /// (same attempt and state already recorded).
+    Report {
+        /// Reporting node.
+        node: String,
+        /// The report.
+        report: NodeReport,
+    },
+}
+
+/// A command with the proposer's clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stamped {
+    /// Proposer's time (ms since the epoch).
+    pub at: Timestamp,
+    /// The command.
+    pub command: ControlCommand,
+}
+
+/// Kind of a failure, for the HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureKind {
+    /// Bad input (400).
+    Invalid,
+    /// No such object (404).
+    NotFound,
+    /// Refused in the current state (409).
+    Conflict,
+}
+
+/// A refused command or query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    /// Kind.
+    pub kind: FailureKind,
+    /// Message naming the field or object and the reason.
+    pub message: String,
+}
+
+impl From<CoordinatorError> for Failure {
+    fn from(e: CoordinatorError) -> Self {
+        let kind = match &e {
+            CoordinatorError::Invalid { .. } | CoordinatorError::UnknownTenant { .. } => {
+                FailureKind::Invalid
+            }
+            CoordinatorError::UnknownApp(_)
+            | CoordinatorError::NoTenant(_)
+            | CoordinatorError::UnknownNode(_)
+            | CoordinatorError::UnknownPool(_)
+            | CoordinatorError::UnknownPolicy(_)
+            | CoordinatorError::UnknownDecision(_)
+            | CoordinatorError::UnknownVersion { .. }
+            | CoordinatorError::UnknownWorkload { .. } => FailureKind::NotFound,
+            _ => FailureKind::Conflict,
+        };
+        Failure {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A read of the coordinator state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "query")]
+pub enum ControlQuery {
+    /// Every application.
+    Apps,
+    /// One application at a time.
+    Describe {
+        /// Application.
+        app: AppKey,
+        /// Reader's time.
+        now: Timestamp,
+    },
+    /// A decision of an application (its latest when `decision` is none).
+    Explain {
+        /// Application.
+        app: AppKey,
+        /// Decision number.
+        decision: Option<u64>,
+    },
+    /// Predicts applying documents; changes nothing.
+    WhatIf {
+        /// Documents.
+        documents: Vec<Document>,
+        /// Reader's time.
+        now: Timestamp,
+    },
+    /// Registered nodes.
+    Nodes,
+}
+
+/// Registered node as listed by the state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    /// The node as registered.
+    pub node: daros_coordinator::ExecutionNode,
+}
+
+/// The replicated coordinator.
+pub struct CoordinatorState {
+    coord: daros_coordinator::Coordinator,
+    journal: Vec<Stamped>,
+    applied: watch::Sender<LogPosition>,
+}
+
+impl std::fmt::Debug for CoordinatorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorState")
+            .field("journal", &self.journal.len())
+            .finish()
+    }
+}
+
+impl Default for CoordinatorState {
+    fn default() -> Self {
+        Self::new().0
+    }
+}
+
+impl CoordinatorState {
+    /// An empty state and a receiver of the last applied position.
+    pub fn new() -> (Self, watch::Receiver<LogPosition>) {
+        let (tx, rx) = watch::channel(LogPosition::default());
+        (
+            Self {
+                coord: daros_coordinator::Coordinator::new(),
+                journal: Vec::new(),
+                applied: tx,
+            },
+            rx,
+        )
+    }
+
+    /// The coordinator (for reads with [`daros_gossip::mesh::MeshHandle::read_with`]).
+    pub fn coordinator(&self) -> &daros_coordinator::Coordinator {
+        &self.coord
+    }
+
+    /// Commands applied so far (the snapshot's length).
+    pub fn journal_len(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// Desired work of every registered node.
+    pub fn desired_work(&self) -> BTreeMap<String, DesiredWork> {
+        self.coord.desired_work()
+    }
+
+    fn run(&mut self, s: &Stamped) -> Result<Option<Outcome>, Failure> {
+        let cmd = match &s.command {
+            ControlCommand::Coordinator { command } => command.clone(),
+            ControlCommand::Report { report, .. } => match report_command(&self.coord, report) {
+                Some(c) => c,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(self.coord.apply(cmd, s.at)?))
+    }
+}
+
+/// The coordinator command of a report, or `None` when it is stale or already
+/// recorded.
+fn report_command(c: &daros_coordinator::Coordinator, r: &NodeReport) -> Option<Command> {
+    {
+        let fresh = |st: Option<RunStatus>, attempt: u32, state: &_| {
+            st.is_some_and(|st| attempt >= st.attempt && attempt > 0 && &st.observed != state)
+        };
+        match r {
+            NodeReport::Instance {
+                instance,
+                attempt,
+                state,
+            } => fresh(c.instance_status(instance), *attempt, state).then(|| {
+                Command::ReportWorkload {
+                    instance: instance.clone(),
+                    state: state.clone(),
+                }
+            }),
+            NodeReport::InitJob {
+                job,
+                attempt,
+                state,
+            } => fresh(c.job_status(job), *attempt, state).then(|| Command::ReportInitJob {
+                job: job.clone(),
+                state: state.clone(),
+            }),
+        }
+    }
+}
+
+impl CoordinatorState {
+    fn answer(&self, q: &ControlQuery) -> Result<Value, Failure> {
+        let c = &self.coord;
+        let json = |v: Result<Value, serde_json::Error>| {
+            v.map_err(|e| Failure {
+                kind: FailureKind::Conflict,
+                message: format!("encoding the answer: {e}"),
+            })
+        };
+        match q {
+            ControlQuery::Apps => json(serde_json::to_value(c.list_apps())),
+            ControlQuery::Describe { app, now } => {
+                json(serde_json::to_value(c.describe(app, *now)?))
+            }
+            ControlQuery::Explain { app, decision } => {
+                let id = match decision {
+                    Some(d) => DecisionId(*d),
+                    None => c.latest_decision(app)?,
+                };
+                json(serde_json::to_value(c.explain(id)?))
+            }
+            ControlQuery::WhatIf { documents, now } => {
+                json(serde_json::to_value(c.what_if(documents.clone(), *now)?))
+            }
+            ControlQuery::Nodes => json(serde_json::to_value(
+                c.cluster()
+                    .nodes()
+                    .iter()
+                    .map(|n| NodeView {
+                        node: n.spec.clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+        }
+    }
+}
+
+impl ReplicatedState for CoordinatorState {
+    type Command = Stamped;
+    type Response = Result<Outcome, Failure>;
+    type Query = ControlQuery;
+    type QueryResponse = Result<Value, Failure>;
+
+    fn apply(&mut self, cmd: Stamped, at: LogPosition) -> Self::Response {
+        let r = self.run(&cmd);
+        // Only commands that changed the state are journaled: a refused
+        // command changes nothing, and a dropped report did not reach it.
+        if matches!(r, Ok(Some(_))) {
+            self.journal.push(cmd);
+        }
+        self.applied.send_replace(at);
+        r.map(Option::unwrap_or_default)
+    }
+
+    fn query(&self, q: &ControlQuery) -> Self::QueryResponse {
+        self.answer(q)
+    }
+
+    fn snapshot(&self) -> Result<Vec<u8>, StateError> {
+        serde_json::to_vec(&self.journal).map_err(|e| StateError(e.to_string()))
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateError> {
+        let journal: Vec<Stamped> =
+            serde_json::from_slice(snapshot).map_err(|e| StateError(e.to_string()))?;
+        let mut coord = daros_coordinator::Coordinator::new();
+        for s in &journal {
+            let cmd = match &s.command {
+                ControlCommand::Coordinator { command } => command.clone(),
+                ControlCommand::Report { report, .. } => match report_command(&coord, report) {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            coord
+                .apply(cmd, s.at)
+                .map_err(|e| StateError(format!("replaying the journal: {e}")))?;
+        }
+        self.coord = coord;
+        self.journal = journal;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHOP: &str = include_str!("../../../examples/shop.yaml");
+
+    fn apply_shop(s: &mut CoordinatorState, index: u64) -> Result<Outcome, Failure> {
+        let documents = daros_coordinator::spec::parse(SHOP, daros_coordinator::Format::Yaml)
+            .expect("shop.yaml parses");
+        s.apply(
+            Stamped {
+                at: Timestamp(1_000),
+                command: ControlCommand::Coordinator {
+                    command: Command::Apply {
+                        documents,
+                        start: true,
+                    },
+                },
+            },
+            LogPosition { term: 1, index },
+        )
+    }
+
+    #[test]
+    fn snapshot_restore_reaches_the_same_state() {
+        let (mut a, rx) = CoordinatorState::new();
+        let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
+            "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
+        }))
+        .unwrap();
+        a.apply(
+            Stamped {
+                at: Timestamp(500),
+                command: ControlCommand::Coordinator {
+                    command: Command::RegisterNode { node },
+                },
+            },
+            LogPosition { term: 1, index: 1 },
+        )
+        .unwrap();
+        apply_shop(&mut a, 2).unwrap();
+        assert_eq!(rx.borrow().index, 2);
+        let snap = a.snapshot().unwrap();
+        let (mut b, _) = CoordinatorState::new();
+        b.restore(&snap).unwrap();
+        let q = ControlQuery::Describe {
+            app: AppKey::new("shop-team", "shop"),
+            now: Timestamp(2_000),
+        };
+        assert_eq!(a.query(&q).unwrap(), b.query(&q).unwrap());
+        assert_eq!(a.desired_work(), b.desired_work());
+        assert!(
+            !a.desired_work()["n1"].jobs.is_empty() || !a.desired_work()["n1"].instances.is_empty()
+        );
+    }
+
+    #[test]
+    fn repeated_and_stale_reports_are_dropped() {
+        let (mut s, _) = CoordinatorState::new();
+        let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
+            "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
+        }))
+        .unwrap();
+        s.apply(
+            Stamped {
+                at: Timestamp(500),
+                command: ControlCommand::Coordinator {
+                    command: Command::RegisterNode { node },
+                },
+            },
+            LogPosition { term: 1, index: 1 },
+        )
+        .unwrap();
+        apply_shop(&mut s, 2).unwrap();
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        let report = |attempt, at| Stamped {
+            at: Timestamp(at),
+            command: ControlCommand::Report {
+                node: "n1".into(),
+                report: NodeReport::InitJob {
+                    job: job.job.clone(),
+                    attempt,
+                    state: daros_coordinator::ObservedState::Running,
+                },
+            },
+        };
+        let before = s.journal_len();
+        s.apply(report(1, 3_000), LogPosition { term: 1, index: 3 })
+            .unwrap();
+        assert_eq!(s.journal_len(), before + 1, "a new state is recorded");
+        s.apply(report(1, 3_100), LogPosition { term: 1, index: 4 })
+            .unwrap();
+        assert_eq!(s.journal_len(), before + 1, "a repeated report is dropped");
+        s.apply(report(0, 3_200), LogPosition { term: 1, index: 5 })
+            .unwrap();
+        assert_eq!(s.journal_len(), before + 1, "a stale attempt is dropped");
+    }
+}

@@ -1,0 +1,288 @@
+//! The control plane on a single node, end to end (issue 6 item 8): a real
+//! darosd (the built binary) forms its own one-member raft cluster on
+//! loopback, and darosctl applies, lists, describes, explains and what-ifs
+//! applications over the real socket. `kill -9` and a restart keep the
+//! applications, their versions and their events (raft log in redb).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{TestRoot, darosctl, wait_for};
+use serde_json::Value;
+
+const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
+
+/// darosd on a data dir that outlives the process (for restarts); SIGKILLed on drop.
+struct Node {
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+    root: String,
+    starts: u32,
+}
+
+impl Node {
+    fn start(dir: &Path, root: &str) -> Self {
+        let mut n = Node {
+            child: None,
+            dir: dir.to_path_buf(),
+            socket: dir.join("run/agent.sock"),
+            root: root.to_string(),
+            starts: 0,
+        };
+        n.spawn();
+        n
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.dir.join(format!("darosd-{}.log", self.starts))).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
+            cmd.env_remove(k);
+        }
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("--managed-root")
+            .arg(&self.root)
+            .args([
+                "--interval",
+                "200ms",
+                "--discovery-interval",
+                "1s",
+                "--node-name",
+                "ctl-single",
+            ])
+            .env("DAROS_NET_ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn darosd"));
+        // Ready once the coordinator answers (a leader exists and has applied).
+        wait_for("darosd control plane", Duration::from_secs(30), || {
+            let out = self.ctl(&["-o", "json", "get", "nodes"]);
+            let nodes: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            (out.status.success() && nodes.as_array().is_some_and(|n| !n.is_empty())).then_some(())
+        });
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap(); // SIGKILL
+            c.wait().unwrap();
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) -> std::process::Output {
+        darosctl(&self.socket, args)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "darosctl {args:?} failed: {}{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["-o", "json"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+
+    /// Deletes an application and waits until its processes are gone, so
+    /// that the test's managed root can be removed.
+    fn cleanup(&self, app: &str) {
+        self.ok(&["delete", "app", app]);
+        let needle = format!("{app}/");
+        wait_for("instances stopped", Duration::from_secs(30), || {
+            let out = self.ctl(&["-o", "json", "workloads"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.success() && !text.contains(&needle)).then_some(())
+        });
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn apply_get_describe_explain_whatif_over_the_socket() {
+    let t = TestRoot::new("ctl-single");
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(dir.path(), t.name());
+
+    // The node registered itself and leads its one-member cluster.
+    let status = node.json(&["cluster", "status"]);
+    assert_eq!(status["status"]["leader"], "ctl-single", "{status}");
+    assert_eq!(status["status"]["servers"].as_array().unwrap().len(), 1);
+    let members = node.json(&["members"]);
+    assert_eq!(members[0]["node_id"], "ctl-single");
+    assert_eq!(members[0]["status"], "alive");
+
+    let out = node.ok(&["apply", "-f", SHOP]);
+    assert!(out.contains("applied (raft term"), "{out}");
+    assert!(out.contains("Scheduled"), "{out}");
+
+    let apps = node.json(&["get", "apps"]);
+    let apps = apps.as_array().unwrap();
+    assert_eq!(apps.len(), 1, "{apps:?}");
+    assert_eq!(apps[0]["app"]["name"], "shop");
+    assert_eq!(apps[0]["phase"], "Scheduled");
+    let table = node.ok(&["get", "apps"]);
+    assert!(
+        table.contains("shop-team") && table.contains("Scheduled"),
+        "{table}"
+    );
+
+    // describe: current phase, events, instances placed on this node.
+    let d = node.ok(&["describe", "app", "shop"]);
+    assert!(d.contains("Phase:       Scheduled"), "{d}");
+    assert!(d.contains("Events:"), "{d}");
+    assert!(d.contains("-> Created (user): version 1 applied"), "{d}");
+    assert!(
+        d.contains("ctl-single"),
+        "instances are placed on this node:\n{d}"
+    );
+    let dj = node.json(&["describe", "app", "shop"]);
+    assert_eq!(dj["events"].as_array().unwrap().len(), 3, "{dj}");
+
+    // explain: the arbitration decision placing the replicas here.
+    let e = node.ok(&["explain", "shop"]);
+    assert!(e.contains("Decision d-2 (Arbitration)"), "{e}");
+    assert!(e.contains("web/0 -> ctl-single"), "{e}");
+
+    // what-if of a second application changes nothing.
+    let text = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replace("name: shop\n", "name: shop-two\n");
+    let f = write_file(dir.path(), "two.yaml", &text);
+    let w = node.ok(&["what-if", "-f", &f]);
+    assert!(w.contains("What-if (nothing was changed)"), "{w}");
+    assert!(w.contains("shop-team/shop-two: would be Scheduled"), "{w}");
+    let apps = node.json(&["get", "apps"]);
+    assert_eq!(apps.as_array().unwrap().len(), 1, "what-if created nothing");
+    let after = node.json(&["describe", "app", "shop"]);
+    assert_eq!(after["versions"], dj["versions"], "what-if changed nothing");
+    assert_eq!(
+        after["decisions"], dj["decisions"],
+        "what-if recorded nothing"
+    );
+
+    // A bad spec: 400 naming the field; nothing accepted is lost.
+    let bad = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replace("priority: 100", "priority: lots");
+    let f = write_file(dir.path(), "bad.yaml", &bad);
+    let out = node.ctl(&["apply", "-f", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.priority") && err.contains("HTTP 400"),
+        "{err}"
+    );
+    assert_eq!(node.json(&["get", "apps"]).as_array().unwrap().len(), 1);
+
+    // Unknown application: exit status 3 (not found).
+    let out = node.ctl(&["describe", "app", "nope", "--tenant", "shop-team"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+
+    // Apply from standard input works too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_darosctl"))
+        .arg("--socket")
+        .arg(&node.socket)
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(node.json(&["get", "apps"]).as_array().unwrap().len(), 2);
+    node.cleanup("shop");
+    node.cleanup("shop-two");
+}
+
+#[test]
+fn kill9_and_restart_keep_apps_versions_and_events() {
+    let t = TestRoot::new("ctl-restart");
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), t.name());
+    node.ok(&["apply", "-f", SHOP]);
+    let v2 = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replace("priority: 100", "priority: 120");
+    let f = write_file(dir.path(), "v2.yaml", &v2);
+    node.ok(&["apply", "-f", &f]);
+    node.ok(&["rollback", "shop", "--to", "1"]);
+    let before = node.json(&["describe", "app", "shop"]);
+    assert_eq!(before["version"], 3, "{before}");
+    assert_eq!(before["versions"].as_array().unwrap().len(), 3);
+    let events = before["events"].as_array().unwrap().len();
+    assert!(events >= 3, "{before}");
+
+    node.kill9();
+    node.spawn();
+
+    let after = node.json(&["describe", "app", "shop"]);
+    assert_eq!(after["version"], 3, "{after}");
+    assert_eq!(after["versions"], before["versions"]);
+    // Events only grow (the runtime may have moved the application on).
+    let (b, a) = (
+        before["events"].as_array().unwrap(),
+        after["events"].as_array().unwrap(),
+    );
+    assert!(
+        a.len() >= b.len() && a[..b.len()] == b[..],
+        "{a:?}\nvs\n{b:?}"
+    );
+    let ids = |v: &Value| {
+        v["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["id"].clone(), i["node"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&after), ids(&before));
+    // Still writable after the restart, on the same cluster.
+    node.ok(&["rollback", "shop", "--to", "2"]);
+    let again = node.json(&["describe", "app", "shop"]);
+    assert_eq!(again["version"], 4, "{again}");
+    assert_eq!(again["priority"], 120);
+    node.cleanup("shop");
+}

@@ -1,0 +1,205 @@
+//! What each node must run now, read from the coordinator state: the level the
+//! leader sends to node agents (level-triggered dispatch), and the per-instance
+//! status that lets the state machine drop stale or repeated node reports.
+
+use super::Coordinator;
+use crate::model::time::Timestamp;
+use crate::reconcile::plan::launch_of;
+use crate::reconcile::{
+    InitJobId, InstanceId, JobLaunch, ObservedState, Requested, WorkloadLaunch,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One instance that must be live on a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredStart {
+    /// The instance.
+    pub instance: InstanceId,
+    /// Start attempt (from 1).
+    pub attempt: u32,
+    /// Restart backoff: not before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    /// How to run it (from the spec of its version).
+    pub launch: WorkloadLaunch,
+}
+
+/// One init-job run a node must perform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredRun {
+    /// The job.
+    pub job: InitJobId,
+    /// Attempt (from 1).
+    pub attempt: u32,
+    /// How to run it.
+    pub launch: JobLaunch,
+}
+
+/// The complete desired work of one node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DesiredWork {
+    /// Instances that must be live.
+    pub instances: Vec<DesiredStart>,
+    /// Init-job runs.
+    pub jobs: Vec<DesiredRun>,
+}
+
+/// What the coordinator knows of an instance or job: its attempt and last
+/// observed state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStatus {
+    /// Attempt asked last (0: never started).
+    pub attempt: u32,
+    /// Last observed state.
+    pub observed: ObservedState,
+}
+
+impl Coordinator {
+    /// The desired work of every node, by node name. An instance is desired
+    /// on its node while its last request is a start (ended attempts stay
+    /// listed at their attempt until a higher one is asked); the old instance
+    /// of a rolling update stays desired until its stop is asked; an init job
+    /// is desired once a run was asked.
+    pub fn desired_work(&self) -> BTreeMap<String, DesiredWork> {
+        let mut out: BTreeMap<String, DesiredWork> = BTreeMap::new();
+        for n in self.cluster.nodes() {
+            out.entry(n.spec.name.clone()).or_default();
+        }
+        for e in self.apps.values() {
+            if !e.phase.holds_placements() {
+                continue;
+            }
+            let spec_of = |v: u32| {
+                e.versions
+                    .get((v as usize).saturating_sub(1))
+                    .map(|av| av.spec.as_ref())
+            };
+            for (k, inst) in &e.runtime.instances {
+                if let Some(old) = &inst.replacing
+                    && !old.stop_requested
+                    && !old.stopped
+                    && let (Some(node), Some(spec)) = (&old.node, spec_of(old.version))
+                    && let Some(w) = spec.workload(&k.workload)
+                {
+                    out.entry(node.clone())
+                        .or_default()
+                        .instances
+                        .push(DesiredStart {
+                            instance: InstanceId {
+                                app: e.key.clone(),
+                                workload: k.workload.clone(),
+                                replica: k.replica,
+                                version: old.version,
+                            },
+                            attempt: 1,
+                            not_before: None,
+                            launch: launch_of(spec, w),
+                        });
+                }
+                let Some((Requested::Start(attempt), _)) = inst.requested else {
+                    continue;
+                };
+                let (Some(node), Some(spec)) = (&inst.node, spec_of(inst.version)) else {
+                    continue;
+                };
+                let Some(w) = spec.workload(&k.workload) else {
+                    continue;
+                };
+                let not_before = (attempt > 1 && inst.restarts > 0).then(|| {
+                    inst.since.plus(
+                        spec.lifecycle_of(w)
+                            .backoff
+                            .delay(inst.restarts.saturating_sub(1)),
+                    )
+                });
+                out.entry(node.clone())
+                    .or_default()
+                    .instances
+                    .push(DesiredStart {
+                        instance: InstanceId {
+                            app: e.key.clone(),
+                            workload: k.workload.clone(),
+                            replica: k.replica,
+                            version: inst.version,
+                        },
+                        attempt,
+                        not_before,
+                        launch: launch_of(spec, w),
+                    });
+            }
+            for ((wname, jname), st) in &e.runtime.jobs {
+                if st.requested_at.is_none() || st.attempts == 0 {
+                    continue;
+                }
+                let (Some(node), Some(spec)) = (&st.node, spec_of(st.version)) else {
+                    continue;
+                };
+                let Some(w) = spec.workload(wname) else {
+                    continue;
+                };
+                let Some(j) = w.init_jobs.iter().find(|j| &j.name == jname) else {
+                    continue;
+                };
+                out.entry(node.clone()).or_default().jobs.push(DesiredRun {
+                    job: InitJobId {
+                        app: e.key.clone(),
+                        workload: wname.clone(),
+                        job: jname.clone(),
+                        version: st.version,
+                    },
+                    attempt: st.attempts,
+                    launch: JobLaunch {
+                        runtime: j.runtime.unwrap_or(w.runtime),
+                        image: j.image.clone(),
+                        resources: j.resources,
+                        timeout: j.timeout,
+                        runtime_spec: j.runtime_spec.clone(),
+                    },
+                });
+            }
+        }
+        out
+    }
+
+    /// Attempt and observed state of an instance at its version (`None`
+    /// when no such instance runs that version).
+    pub fn instance_status(&self, id: &InstanceId) -> Option<RunStatus> {
+        let e = self.apps.get(&id.app)?;
+        let inst = e
+            .runtime
+            .instances
+            .get(&crate::reconcile::InstanceKey::new(
+                id.workload.clone(),
+                id.replica,
+            ))?;
+        (inst.version == id.version).then(|| RunStatus {
+            attempt: inst.starts,
+            observed: inst.observed.clone(),
+        })
+    }
+
+    /// Attempt and observed state of an init job at its version.
+    pub fn job_status(&self, id: &InitJobId) -> Option<RunStatus> {
+        let e = self.apps.get(&id.app)?;
+        let st = e
+            .runtime
+            .jobs
+            .get(&(id.workload.clone(), id.job.clone()))
+            .filter(|j| j.version == id.version)?;
+        Some(RunStatus {
+            attempt: st.attempts,
+            observed: st.observed.clone(),
+        })
+    }
+
+    /// True when a `Tick` at `now` has something to do (a wake-up is due or an
+    /// application is degraded and may get capacity back).
+    pub fn tick_due(&self, now: Timestamp) -> bool {
+        self.apps.values().any(|e| {
+            e.wake_at.is_some_and(|w| w <= now) || e.phase == crate::lifecycle::Phase::Degraded
+        })
+    }
+}
