@@ -72,7 +72,7 @@ impl MembershipConfig {
             listen,
             advertise,
             seeds: Vec::new(),
-            interval: Duration::from_millis(500),
+            interval: Duration::from_millis(700),
             phi_threshold: 8.0,
             dead_grace: Duration::from_secs(3600),
         }
