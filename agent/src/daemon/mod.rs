@@ -7,6 +7,7 @@ pub mod control;
 pub mod net;
 pub mod notify;
 pub mod qos;
+pub mod runtime;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -237,10 +238,14 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         let _ = rx.wait_for(|s| *s).await;
     };
     let qos = qos::start(&net::qos_config(&cfg), managed.clone());
+    let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
-    // The runtime executor is wired here when darosd has one; without it the
+    // The runtime executor runs this node's desired work; without it the
     // control plane accepts work and runs nothing (NoopExecutor, logged).
-    let executor: Option<Arc<dyn crate::control::work::WorkExecutor>> = None;
+    let runtime = runtime::start(&cfg, &node_name, runtime_root, qos.clone()).await;
+    let executor: Option<Arc<dyn crate::control::work::WorkExecutor>> = runtime
+        .clone()
+        .map(|e| e as Arc<dyn crate::control::work::WorkExecutor>);
     let control = control::start(&cfg, &node_name, Arc::clone(&latest), executor).await;
     let state = AppState {
         latest: Arc::clone(&latest),
