@@ -7,6 +7,7 @@ pub mod caps;
 pub mod cluster;
 pub mod error;
 pub mod health;
+pub mod logs;
 pub mod members;
 pub mod net;
 pub mod node;
@@ -41,6 +42,8 @@ pub struct AppState {
     pub net: Option<Arc<crate::net::NetService>>,
     /// The control plane (`None` when it could not start; its routes answer 503).
     pub control: Option<Arc<crate::control::ControlPlane>>,
+    /// The runtime executor (`None` when it is off or could not start; logs answer 503).
+    pub runtime: Option<Arc<crate::runtime::Executor>>,
 }
 
 /// A path parameter or query parameter of a route, for the OpenAPI document.
@@ -82,6 +85,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(health::routes());
     r.extend(node::routes());
     r.extend(workloads::routes());
+    r.extend(logs::routes());
     r.extend(caps::routes());
     r.extend(qos::routes());
     r.extend(net::routes());

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::Method;
 use axum::routing::get;
 use serde::Deserialize;
@@ -50,7 +50,7 @@ pub fn routes() -> Vec<ApiRoute> {
             }],
             response: |g| g.subschema_for::<Workload>(),
             errors: &[404],
-            handler: get(one),
+            handler: get(one_or_logs),
         },
     ]
 }
@@ -71,6 +71,20 @@ async fn list(
         sampled_at_unix_ms: snap.node.sampled_at_unix_ms,
         workloads,
     }))
+}
+
+// `/v1/workloads/{id}/logs`: the id contains `/`, so the catch-all route
+// dispatches the logs suffix (see `api::logs`).
+async fn one_or_logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match id.trim_start_matches('/').strip_suffix("/logs") {
+        Some(sel) => super::logs::serve(&s, sel, q.as_deref()).await,
+        None => one(State(s), Path(id)).await.into_response(),
+    }
 }
 
 async fn one(

@@ -9,6 +9,7 @@ pub mod delete;
 pub mod describe;
 pub mod explain;
 pub mod get;
+pub mod logs;
 pub mod man;
 pub mod members;
 pub mod net;
@@ -82,6 +83,8 @@ pub enum Command {
     Rollback(rollback::RollbackArgs),
     /// Operate on an application: start, stop, restore, retry, scale.
     Operate(rollback::OperateArgs),
+    /// Workload logs: `logs tenant/app/workload [-f] [--tail N]`.
+    Logs(logs::LogsArgs),
     /// Mesh members and their liveness.
     Members(members::MembersArgs),
     /// Cluster status, join tokens, raft servers.
@@ -140,6 +143,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Delete(a) => rt.block_on(delete::run(&client, cli.output, a, out)),
         Command::Rollback(a) => rt.block_on(rollback::run(&client, cli.output, a, out)),
         Command::Operate(a) => rt.block_on(rollback::operate(&client, cli.output, a, out)),
+        Command::Logs(a) => rt.block_on(logs::run(&client, cli.output, a, out)),
         Command::Members(a) => rt.block_on(members::run(&client, cli.output, a, out)),
         Command::Cluster(a) => rt.block_on(cluster::run(&client, cli.output, a, out)),
         Command::Completions(a) => completions::run(a, out),

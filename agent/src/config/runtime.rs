@@ -111,7 +111,8 @@ mod tests {
     #[test]
     fn defaults_pass_and_bad_values_name_their_key() {
         assert!(validate(&RuntimeSection::default()).is_ok());
-        let cases: Vec<(fn(&mut RuntimeSection), &str)> = vec![
+        type Case = (fn(&mut RuntimeSection), &'static str);
+        let cases: Vec<Case> = vec![
             (|r| r.state_dir = Some("rel".into()), "runtime.state_dir"),
             (|r| r.shim_path = Some("shim".into()), "runtime.shim_path"),
             (|r| r.log_max_size = Bytes(100), "runtime.log_max_size"),

@@ -254,6 +254,7 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         qos: qos.clone(),
         net: Some(Arc::clone(&datapath)),
         control: control.clone(),
+        runtime: runtime.clone(),
     };
     let api_server = tokio::spawn(
         axum::serve(listener, api::router(state))

@@ -1,0 +1,431 @@
+//! End to end on one node, real everything: a real `darosd` (control plane,
+//! runtime executor, QoS) on its own socket and data dir, `darosctl apply -f`
+//! of the sample shop (examples/shop.yaml, with its port and directory moved
+//! to this test's own), real processes in real `daros-test-*` cgroups.
+//!
+//! - the app goes Created → Admitted → Scheduled → Running, its init job ran
+//!   before the server started, every instance runs in its own cgroup under its
+//!   class (`/proc/<pid>/cgroup`, `darosctl qos get`);
+//! - killing the server restarts it per policy (new pid, restart count, events);
+//! - `kill -9` of darosd and a restart on the same data dir re-adopts the
+//!   workloads (same pids);
+//! - `darosctl delete app` leaves no process and no cgroup in any hierarchy;
+//! - a failing init job keeps its dependents from starting and `describe` says why.
+//!
+//! Needs root and `daros-shim` built beside darosd
+//! (`cargo build -p daros-adapters --bin daros-shim`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{TestRoot, darosctl, wait_for};
+use daros_agent::cgroup::{CgroupBackend, CgroupPath};
+use serde_json::Value;
+
+const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
+const LONG: Duration = Duration::from_secs(60);
+
+/// darosd on a fixed data dir, restartable (kill -9 and start again).
+struct Agent {
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+    root: String,
+    starts: u32,
+}
+
+impl Agent {
+    fn start(dir: &Path, root: &str) -> Self {
+        let shim = Path::new(env!("CARGO_BIN_EXE_darosd")).with_file_name("daros-shim");
+        assert!(
+            shim.is_file(),
+            "{} missing: run `cargo build -p daros-adapters --bin daros-shim`",
+            shim.display()
+        );
+        let mut a = Agent {
+            child: None,
+            dir: dir.to_path_buf(),
+            socket: dir.join("run/agent.sock"),
+            root: root.to_string(),
+            starts: 0,
+        };
+        a.spawn();
+        a
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.dir.join(format!("darosd-{}.log", self.starts))).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
+            cmd.env_remove(k);
+        }
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("--managed-root")
+            .arg(&self.root)
+            .args(["--interval", "200ms", "--discovery-interval", "1s"])
+            .env("DAROS_RUNTIME_STOP_GRACE", "2s")
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn darosd"));
+        let socket = self.socket.clone();
+        wait_for("darosd socket", LONG, || {
+            std::os::unix::net::UnixStream::connect(&socket)
+                .ok()
+                .map(|_| ())
+        });
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) -> std::process::Output {
+        darosctl(&self.socket, args)
+    }
+
+    fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "darosctl {args:?}: {}\n{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ctl_ok(&a)).unwrap()
+    }
+
+    fn describe(&self, app: &str) -> Value {
+        self.json(&["describe", "app", app])
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The sample shop renamed to `app`, serving on `port` from `dir`; with
+/// `fail_init` its init job exits 3.
+fn shop_yaml(app: &str, port: u16, dir: &Path, fail_init: bool) -> String {
+    let mut y = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replace("name: shop\n", &format!("name: {app}\n"))
+        .replace("18080", &port.to_string())
+        .replace("/tmp/daros-shop", &dir.display().to_string());
+    assert!(y.contains(&format!("name: {app}\n")));
+    if fail_init {
+        let start = y.find("args: [\"-c\", \"mkdir -p").expect("init job args");
+        let end = start + y[start..].find('\n').unwrap();
+        y.replace_range(
+            start..end,
+            "args: [\"-c\", \"echo cannot prepare >&2; exit 3\"]",
+        );
+    }
+    y
+}
+
+fn phase(d: &Value) -> String {
+    d["phase"].as_str().unwrap_or_default().to_string()
+}
+
+fn instance<'a>(d: &'a Value, workload: &str) -> Option<&'a Value> {
+    d["instances"].as_array()?.iter().find(|i| {
+        i["id"]
+            .as_str()
+            .is_some_and(|id| id.split('/').nth(2) == Some(workload))
+    })
+}
+
+/// The pids in the cgroup of `tenant.app.workload-v1.0` (memory hierarchy, or v2).
+fn pids_of(t: &TestRoot, cgroup: &str) -> Vec<u32> {
+    let cg = t.root.workload(cgroup).unwrap();
+    t.backend().procs(&cg).unwrap_or_default()
+}
+
+fn proc_cgroups(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+/// Every cgroup directory under the managed root, in every hierarchy.
+fn leftovers(t: &TestRoot) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in t.backend().dirs(&CgroupPath::new(t.name()).unwrap()) {
+        if let Ok(rd) = std::fs::read_dir(&d.path) {
+            out.extend(
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|f| f.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
+    let t = TestRoot::new("e2e-shop");
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("shop");
+    let port = free_port();
+    let yaml = dir.path().join("shop.yaml");
+    std::fs::write(&yaml, shop_yaml("shop", port, &www, false)).unwrap();
+    let mut a = Agent::start(dir.path(), t.name());
+
+    a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
+    let d = wait_for("shop Running with web and worker ready", LONG, || {
+        let d = a.describe("shop");
+        let ready = |w| instance(&d, w).is_some_and(|i| i["state"]["state"] == "ready");
+        (phase(&d) == "Running" && ready("web") && ready("worker")).then_some(d)
+    });
+    let phases: Vec<String> = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["to"]["phase"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        phases,
+        ["Created", "Admitted", "Scheduled", "Running"],
+        "{d:#}"
+    );
+    assert_eq!(
+        d["jobs"][0]["state"],
+        serde_json::json!({"state": "exited", "code": 0})
+    );
+
+    // Each instance in its own cgroup under its class, in every hierarchy.
+    let web_cg = "shop-team.shop.web-v1.0";
+    let worker_cg = "shop-team.shop.worker-v1.0";
+    let web = pids_of(&t, web_cg);
+    let worker = pids_of(&t, worker_cg);
+    assert_eq!(web.len(), 1, "httpd -f is one process: {web:?}");
+    assert!(!worker.is_empty());
+    let cgs = proc_cgroups(web[0]);
+    let hierarchies = t.backend().dirs(&CgroupPath::new(t.name()).unwrap()).len();
+    assert_eq!(
+        cgs.lines()
+            .filter(|l| l.ends_with(&format!("/{}/{web_cg}", t.name())))
+            .count(),
+        hierarchies,
+        "{cgs}"
+    );
+    assert!(proc_cgroups(worker[0]).contains(worker_cg));
+    for cg in [web_cg, worker_cg] {
+        let q = a.json(&["qos", "get", &format!("managed/{cg}")]);
+        assert_eq!(q["class"], "Burstable", "{q:#}");
+    }
+    // The init job ran first: its exit record predates the server's launch.
+    let run = dir.path().join("data/runtime/process/run");
+    let mtime = |p: PathBuf| {
+        std::fs::metadata(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .modified()
+            .unwrap()
+    };
+    let job_done = mtime(run.join("shop-team.shop.web.init.prepare-docroot-v1/1/exit.json"));
+    let web_launched = mtime(run.join(format!("{web_cg}/1/shim.json")));
+    assert!(job_done <= web_launched, "{job_done:?} > {web_launched:?}");
+    assert!(www.join("www/index.html").is_file());
+    let body = std::process::Command::new("/usr/bin/busybox")
+        .args([
+            "wget",
+            "-q",
+            "-O",
+            "-",
+            &format!("http://127.0.0.1:{port}/index.html"),
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body.stdout).contains("daros shop"));
+
+    // Killing the server: restarted per policy (new pid, restart count, events).
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(web[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let d = wait_for("web restarted", LONG, || {
+        let d = a.describe("shop");
+        let i = instance(&d, "web")?;
+        (i["restarts"].as_u64() == Some(1)
+            && i["state"]["state"] == "ready"
+            && phase(&d) == "Running")
+            .then(|| d.clone())
+    });
+    let web2 = pids_of(&t, web_cg);
+    assert_eq!(web2.len(), 1);
+    assert_ne!(web2[0], web[0]);
+    assert!(!alive(web[0]));
+    let reasons: Vec<&str> = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("signal 9")),
+        "{reasons:?}"
+    );
+
+    // kill -9 of darosd, restart on the same data dir: re-adopted, same pids.
+    a.kill9();
+    assert!(
+        alive(web2[0]) && alive(worker[0]),
+        "workloads outlive the agent"
+    );
+    a.spawn();
+    wait_for("re-adopted and Running", LONG, || {
+        let d = a.describe("shop");
+        (phase(&d) == "Running"
+            && instance(&d, "web").is_some_and(|i| i["state"]["state"] == "ready"))
+        .then_some(())
+    });
+    assert!(a.log().contains("re-adopted"), "{}", a.log());
+    assert_eq!(pids_of(&t, web_cg), web2, "not restarted");
+    assert_eq!(pids_of(&t, worker_cg), worker, "not restarted");
+
+    // Logs: the worker prints the page it fetched; -f streams new lines.
+    let text = a.ctl_ok(&["logs", "shop-team/shop/worker", "--tail", "3"]);
+    assert!(
+        text.contains("[shop-team/shop/worker/0/v1] <h1>daros shop</h1>"),
+        "{text}"
+    );
+    let lines: Value = a.json(&["logs", "shop-team/shop/worker/0/v1", "--tail", "1"]);
+    assert_eq!(lines.as_array().unwrap().len(), 1, "{lines}");
+    assert_eq!(lines[0]["stream"], "stdout");
+    let mut f = Command::new(env!("CARGO_BIN_EXE_darosctl"))
+        .arg("--socket")
+        .arg(&a.socket)
+        .args(["logs", "-f", "--tail", "0", "shop-team/shop/worker/0/v1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = f.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(l);
+        }
+    });
+    // The worker fetches every 5 s: a new line arrives while following.
+    let streamed = rx.recv_timeout(Duration::from_secs(20));
+    let _ = f.kill();
+    let _ = f.wait();
+    assert_eq!(streamed.as_deref(), Ok("<h1>daros shop</h1>"));
+    let missing = a.ctl(&["logs", "shop-team/shop/nothing"]);
+    assert_eq!(missing.status.code(), Some(3), "not found exits 3");
+
+    // Delete: no process, no cgroup left in any hierarchy.
+    a.ctl_ok(&["delete", "app", "shop"]);
+    wait_for("everything gone", LONG, || {
+        (leftovers(&t).is_empty() && !alive(web2[0]) && worker.iter().all(|p| !alive(*p)))
+            .then_some(())
+    });
+    let shims = Command::new("pgrep")
+        .args(["-f", &format!("{}/data/runtime", dir.path().display())])
+        .output()
+        .unwrap();
+    assert!(
+        shims.stdout.is_empty(),
+        "shims left: {}",
+        String::from_utf8_lossy(&shims.stdout)
+    );
+}
+
+#[test]
+fn failing_init_job_keeps_dependents_from_starting_and_describe_says_why() {
+    let t = TestRoot::new("e2e-shopfail");
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("shop.yaml");
+    std::fs::write(
+        &yaml,
+        shop_yaml("shopfail", free_port(), &dir.path().join("shop"), true),
+    )
+    .unwrap();
+    let a = Agent::start(dir.path(), t.name());
+    a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
+    let d = wait_for("shopfail Failed", LONG, || {
+        let d = a.describe("shopfail");
+        (phase(&d) == "Failed").then_some(d)
+    });
+    let why = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find_map(|e| {
+            (e["to"]["phase"] == "Failed").then(|| e["reason"].as_str().unwrap().to_string())
+        })
+        .unwrap();
+    assert!(
+        why.contains("prepare-docroot") && why.contains("code 3"),
+        "{why}"
+    );
+    // Neither web nor worker ever started: no instance, no cgroup of theirs.
+    assert!(
+        instance(&d, "web").is_none() && instance(&d, "worker").is_none(),
+        "{d:#}"
+    );
+    assert!(
+        leftovers(&t)
+            .iter()
+            .all(|p| !p.to_string_lossy().contains(".web-v")
+                && !p.to_string_lossy().contains(".worker-v")),
+        "{:?}",
+        leftovers(&t)
+    );
+    a.ctl_ok(&["delete", "app", "shopfail"]);
+    wait_for("nothing left", LONG, || {
+        leftovers(&t).is_empty().then_some(())
+    });
+}
