@@ -93,8 +93,10 @@ async fn phase(p: &ControlPlane) -> String {
 async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
     let dir = tempfile::tempdir().unwrap();
     let exec = RecordingExecutor::new();
-    let mut mesh = MeshSection::default();
-    mesh.dispatch_interval = daros_agent::config::HumanDuration(Duration::from_millis(300));
+    let mesh = MeshSection {
+        dispatch_interval: daros_agent::config::HumanDuration(Duration::from_millis(300)),
+        ..MeshSection::default()
+    };
     let plane = ControlPlane::start(
         ControlSettings {
             data_dir: dir.path().to_path_buf(),

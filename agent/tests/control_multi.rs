@@ -165,14 +165,20 @@ fn apply_no_start(h: &Host, file: &str) -> std::process::Output {
     h.ctl(&["apply", "--no-start", "-f", file])
 }
 
-#[test]
-fn join_write_via_follower_and_leader_kill9_failover() {
+/// Three darosd servers in three namespaces: s1 creates the cluster, s2 and s3
+/// join with the server token and are added as voters.
+fn form() -> (TestNet, tempfile::TempDir, Vec<Host>) {
+    form_with(0)
+}
+
+/// [`form`] with `spare` more hosts whose darosd is not started.
+fn form_with(spare: usize) -> (TestNet, tempfile::TempDir, Vec<Host>) {
     if let Err(e) = daros_gossip::testing::netns::available() {
         panic!("network namespaces are required for this test: {e}");
     }
-    let net = TestNet::new(3).unwrap();
+    let net = TestNet::new(3 + spare).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut hs = hosts(&net, dir.path(), 3);
+    let mut hs = hosts(&net, dir.path(), 3 + spare);
     let seed = format!("{}:7000", hs[0].ip);
     let server = format!("{}:7100", hs[0].ip);
 
@@ -182,7 +188,7 @@ fn join_write_via_follower_and_leader_kill9_failover() {
         hs[0].json(&["cluster", "init"])
     });
     let token = init["server_token"].as_str().unwrap().to_string();
-    for h in hs.iter_mut().skip(1) {
+    for h in hs.iter_mut().take(3).skip(1) {
         h.start(&seed, Some((&token, &server)));
     }
     for name in ["s2", "s3"] {
@@ -217,6 +223,12 @@ fn join_write_via_follower_and_leader_kill9_failover() {
     let members = hs[2].json(&["members"]).unwrap();
     assert_eq!(members.as_array().unwrap().len(), 3, "{members}");
 
+    (net, dir, hs)
+}
+
+#[test]
+fn join_write_via_follower_and_leader_kill9_failover() {
+    let (_net, dir, mut hs) = form();
     // A write through a follower is forwarded to the leader.
     let leader = leader_of(&hs[0]).unwrap();
     let follower = hs.iter().position(|h| h.name != leader).unwrap();
@@ -285,4 +297,273 @@ fn join_write_via_follower_and_leader_kill9_failover() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn partitioned_minority_leader_cannot_commit_while_the_majority_elects() {
+    let (net, dir, hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let li = hs.iter().position(|h| h.name == leader).unwrap();
+    let other = (li + 1) % 3;
+    let two = dir.path().join("two.yaml");
+    std::fs::write(
+        &two,
+        std::fs::read_to_string(SHOP)
+            .unwrap()
+            .replace("name: shop\n", "name: minority\n"),
+    )
+    .unwrap();
+    let three = dir.path().join("three.yaml");
+    std::fs::write(
+        &three,
+        std::fs::read_to_string(SHOP)
+            .unwrap()
+            .replace("name: shop\n", "name: majority\n"),
+    )
+    .unwrap();
+
+    net.isolate(li).unwrap();
+    // The cut-off leader cannot commit: 503 after its write timeout.
+    let out = apply_no_start(&hs[li], &two.display().to_string());
+    assert!(
+        !out.status.success(),
+        "a minority leader committed: {out:?}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 503"), "{err}");
+    // Meanwhile the majority elected a new leader that commits.
+    wait_for("majority write", Duration::from_secs(30), || {
+        apply_no_start(&hs[other], &three.display().to_string())
+            .status
+            .success()
+            .then_some(())
+    });
+    let new_leader = leader_of(&hs[other]).unwrap();
+    assert_ne!(new_leader, leader);
+
+    // Healed, the old leader follows and holds the majority's write only.
+    net.heal(li).unwrap();
+    wait_for("old leader converged", Duration::from_secs(30), || {
+        let apps = hs[li].json(&["get", "apps"])?;
+        let names: Vec<&str> = apps
+            .as_array()?
+            .iter()
+            .filter_map(|a| a["app"]["name"].as_str())
+            .collect();
+        (names == ["majority"]).then_some(())
+    });
+    assert_eq!(leader_of(&hs[li]).as_deref(), Some(new_leader.as_str()));
+}
+
+#[test]
+fn leave_is_seen_and_a_server_is_removed() {
+    let (_net, _dir, mut hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let k = hs.iter().position(|h| h.name != leader).unwrap();
+    let name = hs[k].name.clone();
+    let other = (0..3).find(|&i| i != k).unwrap();
+    // SIGTERM: darosd leaves the mesh (announced in gossip).
+    let pid = hs[k].child.as_ref().unwrap().id();
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let mut child = hs[k].child.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "darosd did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for("left in gossip", Duration::from_secs(30), || {
+        let m = hs[other].json(&["members"])?;
+        m.as_array()?
+            .iter()
+            .any(|m| m["node_id"] == name.as_str() && m["status"] == "left")
+            .then_some(())
+    });
+    let out = hs[other].ctl(&["cluster", "remove-server", &name]);
+    assert!(out.status.success(), "{out:?}");
+    wait_for("two servers", Duration::from_secs(30), || {
+        let st = hs[other].json(&["cluster", "status"])?;
+        (st["status"]["servers"].as_array()?.len() == 2).then_some(())
+    });
+    // The two left still commit.
+    let out = apply_no_start(&hs[other], SHOP);
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn apply_text(socket: &Path, text: &str) -> bool {
+    use std::io::Write as _;
+    let Ok(mut child) = Command::new(env!("CARGO_BIN_EXE_darosctl"))
+        .env_remove("DAROS_API_SOCKET")
+        .arg("--socket")
+        .arg(socket)
+        .args(["apply", "--no-start", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    child.wait().is_ok_and(|s| s.success())
+}
+
+/// `kill -9` of the leader, N times (DAROS_TEST_KILL_CYCLES, default 100),
+/// while a client keeps writing applications through every node; afterwards
+/// every acknowledged write is present on every node.
+#[test]
+fn kill_cycles_keep_every_acknowledged_write() {
+    let cycles: usize = std::env::var("DAROS_TEST_KILL_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let (_net, _dir, mut hs) = form();
+    let sockets: Vec<PathBuf> = hs.iter().map(|h| h.socket.clone()).collect();
+    // A tenant quota that never refuses: every refusal would be a lost write
+    // to the client, hiding what this test is about.
+    let shop = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replacen("cpu: \"4\"", "cpu: \"100000\"", 1)
+        .replacen("memory: 4Gi", "memory: 100000Gi", 1)
+        .replacen("maxApplications: 10", "maxApplications: 100000", 1)
+        .replacen(
+            "maxConcurrentWorkloads: 20",
+            "maxConcurrentWorkloads: 1000000",
+            1,
+        );
+    assert!(
+        shop.contains("maxApplications: 100000"),
+        "examples/shop.yaml changed shape"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            let mut attempts = 0usize;
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let name = format!("w-{i}");
+                let text = shop.replace("name: shop\n", &format!("name: {name}\n"));
+                attempts += 1;
+                if apply_text(&sockets[i % sockets.len()], &text) {
+                    acked.push(name);
+                }
+                i += 1;
+            }
+            (acked, attempts)
+        })
+    };
+    let started = Instant::now();
+    let mut failovers = Vec::new();
+    for cycle in 0..cycles {
+        let leader = wait_for("a leader", Duration::from_secs(30), || {
+            hs.iter().filter(|h| h.child.is_some()).find_map(leader_of)
+        });
+        let li = hs.iter().position(|h| h.name == leader).unwrap();
+        hs[li].kill9();
+        let killed = Instant::now();
+        let survivor = (li + 1) % 3;
+        wait_for(
+            &format!("cycle {cycle}: a new leader"),
+            Duration::from_secs(30),
+            || {
+                let l = leader_of(&hs[survivor])?;
+                (l != leader).then_some(())
+            },
+        );
+        failovers.push(killed.elapsed());
+        let seed = format!("{}:7000", hs[survivor].ip);
+        hs[li].start(&seed, None);
+        wait_for(
+            &format!("cycle {cycle}: {leader} back"),
+            Duration::from_secs(30),
+            || {
+                let st = hs[li].json(&["cluster", "status"])?;
+                st["status"]["leader"].as_str().map(|_| ())
+            },
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (acked, attempts) = writer.join().unwrap();
+    failovers.sort();
+    eprintln!(
+        "{cycles} kill cycles in {:?}; {} of {attempts} writes acknowledged; new leader seen after median {:?}, max {:?}",
+        started.elapsed(),
+        acked.len(),
+        failovers.get(failovers.len() / 2),
+        failovers.last()
+    );
+    assert!(!acked.is_empty(), "no write was acknowledged");
+    for h in &hs {
+        let names = wait_for("apps readable", Duration::from_secs(30), || {
+            let apps = h.json(&["get", "apps"])?;
+            Some(
+                apps.as_array()?
+                    .iter()
+                    .filter_map(|a| a["app"]["name"].as_str().map(str::to_string))
+                    .collect::<std::collections::BTreeSet<_>>(),
+            )
+        });
+        let missing: Vec<&String> = acked.iter().filter(|n| !names.contains(*n)).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: acknowledged writes lost: {missing:?}",
+            h.name
+        );
+    }
+}
+
+/// Outsiders: a forged join token is refused (that darosd runs without a
+/// control plane: 503), and a darosd of another cluster gossiping at the
+/// seeds neither sees the members nor is seen (sealed gossip, other CA).
+#[test]
+fn outsiders_neither_join_nor_see_the_cluster() {
+    let (_net, _dir, mut hs) = form_with(2);
+    let seed = format!("{}:7000", hs[0].ip);
+    let server = format!("{}:7100", hs[0].ip);
+    let init = hs[0].json(&["cluster", "init"]).unwrap();
+    let mut forged: daros_gossip::pki::JoinToken =
+        init["server_token"].as_str().unwrap().parse().unwrap();
+    forged.secret = [7u8; 32];
+    let forged = forged.to_string();
+    hs[3].start(&seed, Some((&forged, &server)));
+    let out = hs[3].ctl(&["get", "apps"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("HTTP 503"),
+        "{out:?}"
+    );
+    assert!(
+        hs[3].log().contains("control plane not started"),
+        "{}",
+        hs[3].log()
+    );
+
+    // Another cluster's node (bootstrapped on its own) seeded at s1.
+    hs[4].start(&seed, None);
+    wait_for("outsider up", Duration::from_secs(30), || {
+        hs[4].json(&["cluster", "status"])
+    });
+    std::thread::sleep(Duration::from_secs(2)); // a few gossip rounds (100 ms each)
+    let theirs = hs[4].json(&["members"]).unwrap();
+    assert_eq!(
+        theirs.as_array().unwrap().len(),
+        1,
+        "outsider saw: {theirs}"
+    );
+    let ours = hs[0].json(&["members"]).unwrap();
+    let ids: Vec<&str> = ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["node_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["s1", "s2", "s3"], "{ours}");
+    let nodes = hs[0].json(&["get", "nodes"]).unwrap();
+    assert_eq!(nodes.as_array().unwrap().len(), 3, "{nodes}");
 }

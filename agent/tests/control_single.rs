@@ -106,7 +106,8 @@ impl Node {
     /// that the test's managed root can be removed.
     fn cleanup(&self, app: &str) {
         self.ok(&["delete", "app", app]);
-        let needle = format!("{app}/");
+        // Runtime cgroups are named `<tenant>.<app>.<workload>-v<N>...`.
+        let needle = format!(".{app}.");
         wait_for("instances stopped", Duration::from_secs(30), || {
             let out = self.ctl(&["-o", "json", "workloads"]);
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
