@@ -567,3 +567,41 @@ fn outsiders_neither_join_nor_see_the_cluster() {
     let nodes = hs[0].json(&["get", "nodes"]).unwrap();
     assert_eq!(nodes.as_array().unwrap().len(), 3, "{nodes}");
 }
+
+/// A client agent (client token): no raft vote, yet it registers, reads and
+/// writes through the servers, and shows as a client in `members`.
+#[test]
+fn a_client_agent_registers_reads_and_writes_through_the_servers() {
+    let (_net, _dir, mut hs) = form_with(1);
+    let seed = format!("{}:7000", hs[0].ip);
+    let server = format!("{}:7100", hs[0].ip);
+    let init = hs[0].json(&["cluster", "init"]).unwrap();
+    let token = init["client_token"].as_str().unwrap().to_string();
+    hs[3].start(&seed, Some((&token, &server)));
+    wait_for("client registered", Duration::from_secs(30), || {
+        let n = hs[0].json(&["get", "nodes"])?;
+        n.as_array()?
+            .iter()
+            .any(|n| n["node"]["name"] == "s4")
+            .then_some(())
+    });
+    let out = apply_no_start(&hs[3], SHOP);
+    assert!(out.status.success(), "{out:?}\n{}", hs[3].log());
+    let apps = hs[3].json(&["get", "apps"]).unwrap();
+    assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+    let st = hs[3].json(&["cluster", "status"]).unwrap();
+    assert_eq!(st["role"], "client", "{st}");
+    assert!(st["status"]["leader"].is_string(), "{st}");
+    let members = hs[0].json(&["members"]).unwrap();
+    assert!(
+        members
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["node_id"] == "s4" && m["role"] == "client"),
+        "{members}"
+    );
+    // A client cannot become a voter.
+    let out = hs[0].ctl(&["cluster", "add-server", "s4"]);
+    assert!(!out.status.success(), "{out:?}");
+}

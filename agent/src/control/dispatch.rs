@@ -48,6 +48,9 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
     }
 }
 
+/// Longest wait for one node to take its work (a round waits for every node).
+const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Leading {
     term: u64,
@@ -56,6 +59,8 @@ struct Leading {
     last_full: Option<Instant>,
     last_tick: Option<Instant>,
     marked_down: BTreeSet<String>,
+    /// Last applied position a round was computed at.
+    seen: Option<LogPosition>,
 }
 
 /// Runs on every server agent; acts while it is the leader.
@@ -86,10 +91,15 @@ pub async fn leader_loop(
             };
         }
         let full = lead.last_full.is_none_or(|t| t.elapsed() >= period);
-        if full {
-            lead.last_full = Some(Instant::now());
+        let at = *applied.borrow_and_update();
+        // Between full rounds, only a new commit can change a node's work.
+        if full || lead.seen != Some(at) {
+            if full {
+                lead.last_full = Some(Instant::now());
+            }
+            lead.seen = Some(at);
+            round(&plane, &mut lead, full, st.commit_index.unwrap_or(0)).await;
         }
-        round(&plane, &mut lead, full, st.commit_index.unwrap_or(0)).await;
         if lead.last_tick.is_none_or(|t| t.elapsed() >= period) {
             lead.last_tick = Some(Instant::now());
             tick(&plane).await;
@@ -110,9 +120,19 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
         term: lead.term,
         index,
     };
+    // Nodes gossip declares gone only get the periodic full round, so that a
+    // dead node does not hold up the others' work on every commit.
+    let gone: BTreeSet<String> = plane
+        .mesh()
+        .members()
+        .await
+        .into_iter()
+        .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
+        .map(|m| m.node_id.to_string())
+        .collect();
     let sends = desired
         .into_iter()
-        .filter(|(n, d)| full || lead.acked.get(n) != Some(d))
+        .filter(|(n, d)| full || (lead.acked.get(n) != Some(d) && !gone.contains(n)))
         .map(|(node, d)| {
             let plane = Arc::clone(plane);
             async move {
@@ -123,7 +143,20 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
                     Ok(b) => b,
                     Err(_) => return (node, d, false),
                 };
-                match plane.mesh().command(&id, WORK_METHOD, body).await {
+                let sent = tokio::time::timeout(
+                    SEND_TIMEOUT,
+                    plane.mesh().command(&id, WORK_METHOD, body),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(daros_gossip::mesh::MeshError::Rpc(
+                        daros_gossip::rpc::RpcError::new(
+                            daros_gossip::rpc::ErrorCode::Timeout,
+                            format!("{node} did not take its work within {SEND_TIMEOUT:?}"),
+                        ),
+                    ))
+                });
+                match sent {
                     Ok(_) => (node, d, true),
                     Err(e) => {
                         debug!(node = %node, error = %e, "work not delivered");
