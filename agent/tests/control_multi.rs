@@ -43,7 +43,8 @@ impl Host {
                  rpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
                  gossip_interval = \"100ms\"\nraft_heartbeat = \"50ms\"\n\
                  raft_election_min = \"300ms\"\nraft_election_max = \"600ms\"\n\
-                 dispatch_interval = \"1s\"\n",
+                 dispatch_interval = \"1s\"\n[mesh.labels]\nhost = \"{}\"\n",
+                self.name,
                 self.name,
                 ip = self.ip
             ),
@@ -154,6 +155,23 @@ fn hosts(net: &TestNet, dir: &Path, n: usize) -> Vec<Host> {
             }
         })
         .collect()
+}
+
+/// Cgroups under a managed root whose name mentions `app` (the runtime names
+/// them `<tenant>.<app>.<workload>...`), on any mounted hierarchy.
+fn app_cgroups(root: &str, app: &str) -> Vec<String> {
+    let needle = format!(".{app}.");
+    [
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup",
+    ]
+    .iter()
+    .filter_map(|base| std::fs::read_dir(Path::new(base).join(root)).ok())
+    .flat_map(|d| d.filter_map(Result::ok))
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .filter(|n| n.contains(&needle))
+    .collect()
 }
 
 fn leader_of(h: &Host) -> Option<String> {
@@ -604,4 +622,68 @@ fn a_client_agent_registers_reads_and_writes_through_the_servers() {
     // A client cannot become a voter.
     let out = hs[0].ctl(&["cluster", "add-server", "s4"]);
     assert!(!out.status.success(), "{out:?}");
+}
+
+/// The leader dispatches work to another node over the mesh and that node's
+/// reports come back through raft: shop is pinned (a pool selecting the
+/// node's label) to a follower, whose runtime executor runs it until Running.
+#[test]
+fn work_placed_on_a_follower_runs_there_and_reports_back() {
+    let (_net, dir, hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let target = hs.iter().find(|h| h.name != leader).unwrap();
+    let t = target.name.clone();
+    let text = format!(
+        "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata:\n  name: on-{t}\nspec:\n  \
+         selector:\n    matchLabels: {{host: {t}}}\n---\n{}",
+        std::fs::read_to_string(SHOP)
+            .unwrap()
+            .replacen(
+                "spec:\n  quota:",
+                &format!("spec:\n  pools: [default, on-{t}]\n  quota:"),
+                1
+            )
+            .replacen(
+                "spec:\n  priority: 100",
+                &format!("spec:\n  pool: on-{t}\n  priority: 100"),
+                1
+            )
+    );
+    assert!(
+        text.contains(&format!("pool: on-{t}")),
+        "examples/shop.yaml changed shape"
+    );
+    let f = dir.path().join("pinned.yaml");
+    std::fs::write(&f, text).unwrap();
+    let out = hs[0].ctl(&["apply", "-f", &f.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let started = Instant::now();
+    wait_for(
+        "shop Running on the follower",
+        Duration::from_secs(90),
+        || {
+            let d = hs[0].json(&["describe", "app", "shop"])?;
+            (d["phase"] == "Running").then_some(())
+        },
+    );
+    eprintln!(
+        "shop Running on {t} (leader {leader}) {:?} after apply",
+        started.elapsed()
+    );
+    let d = hs[0].json(&["describe", "app", "shop"]).unwrap();
+    for i in d["instances"].as_array().unwrap() {
+        assert_eq!(i["node"], t.as_str(), "{d}");
+    }
+    // The processes run in the follower's managed root, none in the others'.
+    assert!(!app_cgroups(target._root.name(), "shop").is_empty());
+    for h in hs.iter().filter(|h| h.name != t) {
+        assert!(app_cgroups(h._root.name(), "shop").is_empty(), "{}", h.name);
+    }
+    // Deleted: the follower stops them and removes their cgroups.
+    assert!(hs[0].ctl(&["delete", "app", "shop"]).status.success());
+    wait_for("instances stopped", Duration::from_secs(30), || {
+        app_cgroups(target._root.name(), "shop")
+            .is_empty()
+            .then_some(())
+    });
 }

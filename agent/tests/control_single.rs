@@ -106,12 +106,21 @@ impl Node {
     /// that the test's managed root can be removed.
     fn cleanup(&self, app: &str) {
         self.ok(&["delete", "app", app]);
-        // Runtime cgroups are named `<tenant>.<app>.<workload>-v<N>...`.
+        // The runtime names cgroups `<tenant>.<app>.<workload>...`.
         let needle = format!(".{app}.");
         wait_for("instances stopped", Duration::from_secs(30), || {
-            let out = self.ctl(&["-o", "json", "workloads"]);
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            (out.status.success() && !text.contains(&needle)).then_some(())
+            let left: Vec<String> = [
+                "/sys/fs/cgroup/cpu",
+                "/sys/fs/cgroup/memory",
+                "/sys/fs/cgroup",
+            ]
+            .iter()
+            .filter_map(|b| std::fs::read_dir(Path::new(b).join(&self.root)).ok())
+            .flat_map(|d| d.filter_map(Result::ok))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&needle))
+            .collect();
+            left.is_empty().then_some(())
         });
     }
 
