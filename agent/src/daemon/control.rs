@@ -51,6 +51,7 @@ pub async fn start(
     node_name: &str,
     latest: Arc<Latest>,
     executor: Option<Arc<dyn WorkExecutor>>,
+    runtimes: BTreeSet<RuntimeType>,
 ) -> Option<Arc<ControlPlane>> {
     let id = match bootstrap::node_id_of(node_name) {
         Ok(id) => id,
@@ -63,12 +64,7 @@ pub async fn start(
         data_dir: cfg.agent.data_dir.clone(),
         node_name: id.to_string(),
         mesh: cfg.mesh.clone(),
-        node_spec: node_spec(
-            id.to_string(),
-            latest,
-            cfg,
-            BTreeSet::from([RuntimeType::Process]),
-        ),
+        node_spec: node_spec(id.to_string(), latest, cfg, runtimes),
     };
     match ControlPlane::start(settings, executor).await {
         Ok(p) => Some(p),

@@ -246,7 +246,19 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     let executor: Option<Arc<dyn crate::control::work::WorkExecutor>> = runtime
         .clone()
         .map(|e| e as Arc<dyn crate::control::work::WorkExecutor>);
-    let control = control::start(&cfg, &node_name, Arc::clone(&latest), executor).await;
+    // The runtime types this node registers: what its adapters run (none
+    // without a runtime executor, so nothing is placed where nothing can run).
+    let runtimes = runtime
+        .as_ref()
+        .map(|e| {
+            e.adapters()
+                .all_capabilities()
+                .into_iter()
+                .flat_map(|c| c.runtime_types)
+                .collect()
+        })
+        .unwrap_or_default();
+    let control = control::start(&cfg, &node_name, Arc::clone(&latest), executor, runtimes).await;
     let state = AppState {
         latest: Arc::clone(&latest),
         caps: Arc::new(caps),
