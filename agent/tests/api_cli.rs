@@ -98,8 +98,12 @@ fn every_route_answers_and_errors_are_json() {
         );
     }
     for (p, ops) in paths {
-        // POST-only routes, and per-workload QoS (needs a class set first: qos_api.rs).
-        if ops.get("get").is_none() || p.starts_with("/v1/qos/workloads/") {
+        // POST-only routes, per-workload QoS (needs a class set first: qos_api.rs),
+        // and per-application routes (need an application: control_single.rs).
+        if ops.get("get").is_none()
+            || p.starts_with("/v1/qos/workloads/")
+            || p.starts_with("/v1/apps/")
+        {
             continue;
         }
         let url = p.replace("{id}", "managed/web");
