@@ -39,14 +39,19 @@ use serde::{Deserialize, Serialize};
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        // openraft 0.9 waits `leader lease (= election_max) + random(election_min..max)` of
-        // silence before electing, so 300-600 ms gives 0.9-1.2 s to detect a dead leader.
+        // openraft 0.9 derives the failover delays from election_max: a follower elects after
+        // `lease (= max) + its random(min..max)` (drawn once per process) of silence, and a
+        // candidate rejected for a shorter log adds `2 * max` to its next election, a flag
+        // that stays set until it next campaigns. When a lagging survivor campaigns first and
+        // the other still carries that flag, their terms collide twice: ~6 * max plus three
+        // 150 ms ticks. 400 keeps that under 2.9 s while a follower still needs 700 ms (4+
+        // heartbeat ticks) of silence before it elects.
         // The heartbeat is also openraft's AppendEntries timeout: 100 ms leaves room for a
         // follower's fsync (about 3 ms here) on a busy node.
         Self {
             heartbeat_ms: 100,
             election_min_ms: 300,
-            election_max_ms: 600,
+            election_max_ms: 400,
         }
     }
 }
