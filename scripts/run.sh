@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds, starts a single-node darosd in the background
-# and shows `darosctl top`. Ctrl-C stops both (DAROS_RUN_KEEP=1 keeps darosd).
+# Installs what is needed, builds, starts a single-node darosd in the background,
+# applies the sample application (examples/shop.yaml), waits until it is Running
+# and shows `darosctl top`. Ctrl-C deletes the sample and stops darosd
+# (DAROS_RUN_KEEP=1 keeps both running).
 #   sudo ./scripts/run.sh
 # Environment: DAROS_RUN_DIR (state, default /tmp/daros-run),
 #              DAROS_RUN_TOP_ITERATIONS (stop top after N refreshes; default: run until Ctrl-C).
@@ -14,10 +16,12 @@ BIN="$REPO/target/release"
 DAROSD_PID=""
 
 build() {
-    apt_install $BUILD_PACKAGES
+    # busybox: the sample's web server (httpd) and worker (wget).
+    apt_install $BUILD_PACKAGES busybox-static
     ensure_rust
-    say "building darosd and darosctl (release)"
-    (cd "$REPO" && cargo build --release -p daros-agent --bins)
+    say "building darosd, darosctl and daros-shim (release)"
+    # One invocation: features are unified, nothing is built twice.
+    (cd "$REPO" && cargo build --release -p daros-agent -p daros-adapters --bins)
 }
 
 start_darosd() {
@@ -37,7 +41,21 @@ start_darosd() {
     die "darosd did not answer on $SOCKET; see $RUN_DIR/darosd.log"
 }
 
+# Workloads outlive darosd by design (re-adopted on restart): the sample is
+# deleted first so that stopping leaves no process behind.
+delete_sample() {
+    if [ -n "$DAROSD_PID" ] && [ "${DAROS_RUN_KEEP:-0}" != 1 ]; then
+        "$BIN/darosctl" --socket "$SOCKET" delete app shop >/dev/null 2>&1 || true
+        for _ in $(seq 1 100); do
+            "$BIN/darosctl" --socket "$SOCKET" get apps 2>/dev/null | grep -q '^shop-team  *shop ' || break
+            sleep 0.1
+        done
+        say "sample application deleted"
+    fi
+}
+
 stop_darosd() {
+    delete_sample
     if [ -n "$DAROSD_PID" ] && [ "${DAROS_RUN_KEEP:-0}" != 1 ]; then
         kill -TERM "$DAROSD_PID" 2>/dev/null || true
         wait "$DAROSD_PID" 2>/dev/null || true
@@ -45,6 +63,26 @@ stop_darosd() {
     elif [ -n "$DAROSD_PID" ]; then
         say "darosd keeps running (pid $DAROSD_PID): $BIN/darosctl --socket $SOCKET top"
     fi
+}
+
+apply_sample() {
+    say "applying the sample application: darosctl apply -f examples/shop.yaml"
+    "$BIN/darosctl" --socket "$SOCKET" apply -f "$REPO/examples/shop.yaml"
+    for _ in $(seq 1 600); do
+        if "$BIN/darosctl" --socket "$SOCKET" get apps | grep -q '^shop-team  *shop  *Running'; then
+            "$BIN/darosctl" --socket "$SOCKET" get apps
+            # top lists cgroups once discovery (every 5 s) has seen them.
+            for _ in $(seq 1 150); do
+                "$BIN/darosctl" --socket "$SOCKET" workloads 2>/dev/null | grep -q 'shop-team.shop.worker' && break
+                sleep 0.1
+            done
+            say "sample application Running: darosctl --socket $SOCKET describe app shop | logs shop-team/shop/worker -f"
+            return 0
+        fi
+        sleep 0.1
+    done
+    "$BIN/darosctl" --socket "$SOCKET" describe app shop >&2 || true
+    die "the sample application is not Running after 60 s; see $RUN_DIR/darosd.log"
 }
 
 show_top() {
@@ -59,5 +97,6 @@ show_top() {
 trap stop_darosd EXIT
 build
 start_darosd
-# Later steps (e.g. a sample application) go here, one line each.
+# Later steps go here, one line each.
+apply_sample
 show_top
