@@ -6,6 +6,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
+# One build per run: incremental caches would only add gigabytes of disk.
+export CARGO_INCREMENTAL=0
 
 workspace_tests() {
     cd "$REPO" || return 1
