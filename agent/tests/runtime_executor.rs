@@ -81,6 +81,7 @@ impl Env {
                 max_size: Bytes::from_mib(1),
                 max_files: 2,
             },
+            kubernetes: None,
         };
         let cg = InstanceCgroups::new(Some(self.t.root.clone()), Some(Arc::clone(qos)));
         Executor::open(settings, cg, vec![]).await.unwrap()

@@ -33,6 +33,12 @@ pub struct RuntimeSection {
     /// Kubeconfig file for the Kubernetes adapter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubeconfig: Option<PathBuf>,
+    /// This node's name in Kubernetes (pods are bound to it); the host name
+    /// when unset (the kubelet's default; a DaemonSet sets it from spec.nodeName).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes_node: Option<String>,
+    /// The kubelet's `--cgroup-root`: where `kubepods` lives in each hierarchy.
+    pub kubernetes_cgroup_root: String,
 }
 
 impl Default for RuntimeSection {
@@ -46,6 +52,8 @@ impl Default for RuntimeSection {
             stop_grace: HumanDuration(Duration::from_secs(10)),
             kubernetes: false,
             kubeconfig: None,
+            kubernetes_node: None,
+            kubernetes_cgroup_root: "/".into(),
         }
     }
 }
@@ -101,7 +109,40 @@ pub fn validate(r: &RuntimeSection) -> Result<(), ConfigError> {
             "is set but runtime.kubernetes is false",
         ));
     }
+    if let Some(n) = &r.kubernetes_node
+        && !is_dns_subdomain(n)
+    {
+        return Err(ConfigError::invalid(
+            "runtime.kubernetes_node",
+            format!(
+                "{n:?} is not a Kubernetes node name (lowercase DNS subdomain, at most 253 characters)"
+            ),
+        ));
+    }
+    if !r.kubernetes_cgroup_root.starts_with('/')
+        || r.kubernetes_cgroup_root.split('/').any(|c| c == "..")
+    {
+        return Err(ConfigError::invalid(
+            "runtime.kubernetes_cgroup_root",
+            format!(
+                "must be an absolute cgroup path without \"..\" (the kubelet's --cgroup-root), got {:?}",
+                r.kubernetes_cgroup_root
+            ),
+        ));
+    }
     Ok(())
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
 }
 
 #[cfg(test)]
@@ -122,6 +163,18 @@ mod tests {
                 "runtime.stop_grace",
             ),
             (|r| r.kubeconfig = Some("/k".into()), "runtime.kubeconfig"),
+            (
+                |r| r.kubernetes_node = Some("Node_A".into()),
+                "runtime.kubernetes_node",
+            ),
+            (
+                |r| r.kubernetes_cgroup_root = "kube".into(),
+                "runtime.kubernetes_cgroup_root",
+            ),
+            (
+                |r| r.kubernetes_cgroup_root = "/a/../b".into(),
+                "runtime.kubernetes_cgroup_root",
+            ),
         ];
         for (f, key) in cases {
             let mut r = RuntimeSection::default();

@@ -4,13 +4,16 @@
 
 use std::sync::Arc;
 
+use daros_adapters::AnyAdapter;
 use daros_adapters::process::default_shim_path;
 use tracing::{error, info, warn};
 
 use crate::cgroup::ManagedRoot;
 use crate::config::Config;
 use crate::qos::QosService;
-use crate::runtime::{Executor, InstanceCgroups, LogDefaults, RuntimeSettings};
+use crate::runtime::{
+    Executor, InstanceCgroups, KubernetesSettings, LogDefaults, RuntimeSettings, kubernetes,
+};
 
 /// The executor's settings from `[runtime]`; `node` is the mesh node id the
 /// leader addresses work to.
@@ -25,6 +28,32 @@ pub fn settings(cfg: &Config, node: &str) -> RuntimeSettings {
             max_size: r.log_max_size,
             max_files: r.log_max_files,
         },
+        kubernetes: r.kubernetes.then(|| KubernetesSettings {
+            node: r
+                .kubernetes_node
+                .clone()
+                .unwrap_or_else(kubernetes::default_node_name),
+            cgroup_root: r.kubernetes_cgroup_root.clone(),
+        }),
+    }
+}
+
+/// The Kubernetes adapter when `[runtime] kubernetes = true` and the cluster
+/// can be reached; otherwise why not (logged: the process runtime still runs,
+/// and this node does not offer the container runtime).
+async fn kubernetes_adapter(cfg: &Config, s: &RuntimeSettings) -> Vec<AnyAdapter> {
+    let Some(k) = &s.kubernetes else {
+        return Vec::new();
+    };
+    match kubernetes::client(cfg.runtime.kubeconfig.as_deref()).await {
+        Ok(client) => {
+            info!(node = %k.node, cgroup_root = %k.cgroup_root, "Kubernetes runtime: pods of this node");
+            vec![AnyAdapter::Kubernetes(kubernetes::adapter(client, k))]
+        }
+        Err(e) => {
+            error!(error = %e, "Kubernetes runtime unavailable: container workloads are not placed on this node");
+            Vec::new()
+        }
     }
 }
 
@@ -39,11 +68,6 @@ pub async fn start(
         info!("runtime executor disabled ([runtime] enabled = false)");
         return None;
     }
-    if cfg.runtime.kubernetes {
-        warn!(
-            "[runtime] kubernetes = true: the Kubernetes adapter is not wired into darosd yet; only the process runtime runs"
-        );
-    }
     let node = crate::control::bootstrap::node_id_of(node_name)
         .map(|id| id.to_string())
         .unwrap_or_else(|_| node_name.to_string());
@@ -52,7 +76,8 @@ pub async fn start(
     }
     let s = settings(cfg, &node);
     let shim = s.shim_path.clone();
-    match Executor::open(s, InstanceCgroups::new(root, qos), Vec::new()).await {
+    let extra = kubernetes_adapter(cfg, &s).await;
+    match Executor::open(s, InstanceCgroups::new(root, qos), extra).await {
         Ok(e) => {
             let items = crate::control::work::WorkExecutor::current(e.as_ref()).await;
             info!(node = %node, shim = %shim.display(), readopted = items.len(), "runtime executor ready");

@@ -70,28 +70,13 @@ impl InstanceCgroups {
         let root = self.root()?;
         let name = subject.cgroup_name();
         match &self.qos {
-            Some(q) => {
-                let spec = QosSpec::new(class, profile, "resources").map_err(|errs| {
-                    Failure::PolicyViolation {
-                        policy: "qos".into(),
-                        detail: joined(&errs),
-                    }
-                })?;
-                q.set(&subject.qos_id(), SetTarget::Managed(name.clone()), spec)
-                    .map_err(|e| match e {
-                        QosError::Refused(a) => Failure::PolicyViolation {
-                            policy: ADMISSION_POLICY.into(),
-                            detail: format!("reservation of {class} refused by the node: {a}"),
-                        },
-                        QosError::Invalid(errs) => Failure::PolicyViolation {
-                            policy: "qos".into(),
-                            detail: joined(&errs),
-                        },
-                        other => Failure::ControlPlane {
-                            detail: format!("putting the cgroup under {class}: {other}"),
-                        },
-                    })?;
-            }
+            Some(q) => self.set_class(
+                q,
+                &subject.qos_id(),
+                SetTarget::Managed(name.clone()),
+                class,
+                profile,
+            )?,
             None => {
                 root.create_workload(&name)
                     .map_err(|e| Failure::ControlPlane {
@@ -109,11 +94,67 @@ impl InstanceCgroups {
             .collect())
     }
 
+    fn set_class(
+        &self,
+        q: &QosService,
+        id: &str,
+        target: SetTarget,
+        class: QosClass,
+        profile: ResourceProfile,
+    ) -> Result<(), Failure> {
+        let spec =
+            QosSpec::new(class, profile, "resources").map_err(|errs| Failure::PolicyViolation {
+                policy: "qos".into(),
+                detail: joined(&errs),
+            })?;
+        q.set(id, target, spec).map_err(|e| match e {
+            QosError::Refused(a) => Failure::PolicyViolation {
+                policy: ADMISSION_POLICY.into(),
+                detail: format!("reservation of {class} refused by the node: {a}"),
+            },
+            QosError::Invalid(errs) => Failure::PolicyViolation {
+                policy: "qos".into(),
+                detail: joined(&errs),
+            },
+            other => Failure::ControlPlane {
+                detail: format!("putting the cgroup under {class}: {other}"),
+            },
+        })?;
+        Ok(())
+    }
+
+    /// Puts the pod of `subject` (its cgroup `cg`, where the kubelet made it)
+    /// under `class`: admission of its reservation happens here, as for a
+    /// process instance. No-op without enforcement. Blocking.
+    pub fn class_pod(
+        &self,
+        subject: &Subject,
+        cg: CgroupPath,
+        class: QosClass,
+        profile: ResourceProfile,
+    ) -> Result<(), Failure> {
+        match &self.qos {
+            Some(q) => self.set_class(
+                q,
+                &subject.pod_qos_id(),
+                SetTarget::Discovered(cg),
+                class,
+                profile,
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// The cgroup backend (none without a managed root).
+    pub fn backend(&self) -> Option<&crate::cgroup::AnyBackend> {
+        self.root.as_ref().map(ManagedRoot::backend)
+    }
+
     /// True when `subject` is under its class (always true without enforcement).
     pub fn classed(&self, subject: &Subject) -> bool {
-        self.qos
-            .as_ref()
-            .is_none_or(|q| q.get(&subject.qos_id()).is_some())
+        self.qos.as_ref().is_none_or(|q| {
+            q.get(&subject.qos_id()).is_some() || q.get(&subject.pod_qos_id()).is_some()
+        })
     }
 
     /// Pids still in the cgroup of `subject`.
@@ -137,12 +178,14 @@ impl InstanceCgroups {
     /// leave it. Blocking.
     pub fn release(&self, subject: &Subject, wait: Duration) -> Result<(), String> {
         if let Some(q) = &self.qos {
-            match q.unset(&subject.qos_id()) {
-                Ok(r) if !r.errors.is_empty() => {
-                    tracing::warn!(workload = %subject, errors = ?r.errors, "restoring defaults");
+            for id in [subject.qos_id(), subject.pod_qos_id()] {
+                match q.unset(&id) {
+                    Ok(r) if !r.errors.is_empty() => {
+                        tracing::warn!(workload = %subject, errors = ?r.errors, "restoring defaults");
+                    }
+                    Ok(_) | Err(QosError::NotFound(_)) => {}
+                    Err(e) => return Err(format!("releasing the class of {subject}: {e}")),
                 }
-                Ok(_) | Err(QosError::NotFound(_)) => {}
-                Err(e) => return Err(format!("releasing the class of {subject}: {e}")),
             }
         }
         let Ok(root) = self.root() else {

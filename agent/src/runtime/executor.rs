@@ -15,7 +15,7 @@ use std::time::Duration;
 use daros_adapters::process::{ProcessAdapter, ProcessAdapterConfig};
 use daros_adapters::{
     AdapterError, AdapterSet, AnyAdapter, DestroyOptions, InstanceState, RuntimeAdapter,
-    RuntimeEventKind, RuntimeId, WorkloadStatus,
+    RuntimeEventKind, RuntimeId, WorkloadInstanceSpec, WorkloadStatus,
 };
 use daros_coordinator::model::failure::{Failure, RuntimeFailure};
 use daros_coordinator::reconcile::ObservedState;
@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, watch};
 use tracing::{info, warn};
 
 use super::cgroups::InstanceCgroups;
+use super::kubernetes::{KubernetesSettings, pod_cgroup, pod_identity};
 use super::observe::{generation, observed};
 use super::store::{ExecStore, ItemRecord};
 use super::target::{LogDefaults, Subject, Target};
@@ -41,6 +42,8 @@ pub struct RuntimeSettings {
     pub stop_grace: Duration,
     /// Log rotation where a RuntimeSpec names none.
     pub logs: LogDefaults,
+    /// The Kubernetes runtime, when this node has one.
+    pub kubernetes: Option<KubernetesSettings>,
 }
 
 /// Name of the executor's store in the state directory.
@@ -63,6 +66,7 @@ pub(super) struct Core {
     workers: Mutex<BTreeMap<String, watch::Sender<Option<Target>>>>,
     reports: broadcast::Sender<NodeReport>,
     exec: tokio::sync::Mutex<()>,
+    kube: Option<daros_adapters::kubernetes::KubernetesAdapter>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -134,7 +138,11 @@ impl Executor {
             .await
             .map_err(|e| ExecError::Internal(format!("process adapter: {e}")))?;
         let mut adapters = AdapterSet::new().with(AnyAdapter::Process(process));
+        let mut kube = None;
         for a in extra {
+            if let AnyAdapter::Kubernetes(k) = &a {
+                kube = Some(k.clone());
+            }
             adapters = adapters.with(a);
         }
         let store = ExecStore::open(&settings.state_dir.join(STORE_FILE))
@@ -149,6 +157,7 @@ impl Executor {
             workers: Mutex::new(BTreeMap::new()),
             reports,
             exec: tokio::sync::Mutex::new(()),
+            kube,
         });
         Core::spawn_pump(&core);
         core.readopt().await?;
@@ -258,7 +267,59 @@ impl Core {
         if generation(&st).is_some_and(|g| g < min) {
             return;
         }
+        if st.state == InstanceState::Running
+            && item.rec.target.is_pod()
+            && !self.cgroups.classed(&item.rec.target.subject)
+            && let Err(failure) = self.class_pod(&item.rec.target, &st).await
+        {
+            self.set_state(key, item, ObservedState::Failed { failure });
+            return;
+        }
         self.set_state(key, item, observed(&st));
+    }
+
+    /// Puts a running pod's cgroup (the kubelet's) under the instance's class.
+    /// The kubelet makes it before the containers start; a short wait covers
+    /// a slow cgroupfs. Not finding it is a failure naming every path tried.
+    async fn class_pod(&self, t: &Target, st: &WorkloadStatus) -> Result<(), Failure> {
+        let Some((uid, pod_qos)) = pod_identity(st) else {
+            return Ok(()); // no UID yet: classed on a later observation
+        };
+        let root = self
+            .settings
+            .kubernetes
+            .as_ref()
+            .map_or_else(|| "/".to_string(), |k| k.cgroup_root.clone());
+        let (class, profile) = t.qos();
+        let cgroups = self.cgroups.clone();
+        let subject = t.subject.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            let Some(backend) = cgroups.backend() else {
+                return Ok(());
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            let cg = loop {
+                match pod_cgroup(backend, &root, &uid, pod_qos) {
+                    Ok(cg) => break cg,
+                    Err(e) if std::time::Instant::now() >= deadline => {
+                        return Err(Failure::ControlPlane {
+                            detail: format!(
+                                "the class of {subject} cannot be applied: {e} (is runtime.kubernetes_cgroup_root the kubelet's --cgroup-root?)"
+                            ),
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
+            };
+            info!(item = %subject, cgroup = %cg.as_str(), %class, "pod under its class");
+            cgroups.class_pod(&subject, cg, class, profile)
+        })
+        .await;
+        r.unwrap_or_else(|e| {
+            Err(Failure::ControlPlane {
+                detail: format!("classing the pod: {e}"),
+            })
+        })
     }
 
     async fn readopt(self: &Arc<Self>) -> Result<(), ExecError> {
@@ -300,6 +361,32 @@ impl Core {
                             self.persist(&key, &item.rec);
                         }
                     }
+                    Err(AdapterError::NotFound(_))
+                        if item.rec.target.is_pod() && !item.rec.state.has_ended() =>
+                    {
+                        // The Kubernetes adapter keeps no records: creating the
+                        // instance again adopts its unchanged pod.
+                        let spec = self.spec_of(&item.rec.target, &[]);
+                        let adopted = match self.adapters.create(&spec).await {
+                            Ok(_) => self.adapters.start(&rid).await,
+                            Err(e) => Err(e),
+                        };
+                        match adopted {
+                            Ok(()) => {
+                                item.min_generation = Some(0);
+                                info!(item = %key, runtime = %rid, "pod re-adopted");
+                            }
+                            Err(e) => {
+                                warn!(item = %key, error = %e, "pod not re-adopted");
+                                item.rec.state = ObservedState::Failed {
+                                    failure: comm_failure(format!(
+                                        "lost across an agent restart: {e}"
+                                    )),
+                                };
+                                self.persist(&key, &item.rec);
+                            }
+                        }
+                    }
                     Err(e) => {
                         warn!(item = %key, error = %e, "recorded instance unknown to its runtime");
                         if !item.rec.state.has_ended() {
@@ -314,6 +401,19 @@ impl Core {
             let target = item.rec.target.clone();
             self.items.lock().await.insert(key.clone(), item);
             self.spawn_worker(key, target);
+        }
+        if let Some(k) = &self.kube {
+            match k.managed_pods().await {
+                Ok(pods) => {
+                    for (id, _) in pods.into_iter().filter(|(id, _)| !known.contains(id)) {
+                        warn!(runtime = %id, "pod without an executor record: deleting it");
+                        if let Err(e) = k.delete_orphan(&id, self.settings.stop_grace).await {
+                            warn!(runtime = %id, error = %e, "deleting an orphan pod");
+                        }
+                    }
+                }
+                Err(e) => warn!(error = %e, "listing this node's pods"),
+            }
         }
         if let Ok(all) = self.adapters.list().await {
             for st in all {
@@ -469,11 +569,21 @@ impl Core {
             it.rec.state = ObservedState::Pending;
             self.set_state(key, it, ObservedState::Starting);
         }
-        // 3. Its cgroup under its class (admission of its reservation).
+        // 3. Its cgroup under its class (admission of its reservation); a pod's
+        // cgroup is the kubelet's, classed once it runs (see `observe`).
         let (class, profile) = t.qos();
         let c = self.cgroups.clone();
         let s = subject.clone();
-        let dirs = match tokio::task::spawn_blocking(move || c.prepare(&s, class, profile)).await {
+        let pod = t.is_pod();
+        let prepared = tokio::task::spawn_blocking(move || {
+            if pod {
+                Ok(Vec::new())
+            } else {
+                c.prepare(&s, class, profile)
+            }
+        })
+        .await;
+        let dirs = match prepared {
             Ok(Ok(d)) => d,
             Ok(Err(f)) => return self.fail(key, f).await,
             Err(e) => {
@@ -488,7 +598,7 @@ impl Core {
             }
         };
         // 4. Create (a changed spec under the same id replaces the old instance).
-        let spec = t.instance_spec(&self.settings.node, &dirs, self.settings.logs);
+        let spec = self.spec_of(t, &dirs);
         let rid = match self.adapters.create(&spec).await {
             Ok(id) => id,
             Err(AdapterError::Conflict(id)) => {
@@ -529,6 +639,16 @@ impl Core {
             Ok(()) => self.observe(key).await,
             Err(e) => self.fail(key, adapter_failure(&e)).await,
         }
+    }
+
+    /// The adapters' spec of `t` in `dirs`; a pod is bound to this node's
+    /// Kubernetes name.
+    fn spec_of(&self, t: &Target, dirs: &[std::path::PathBuf]) -> WorkloadInstanceSpec {
+        let node = match &self.settings.kubernetes {
+            Some(k) if t.is_pod() => &k.node,
+            _ => &self.settings.node,
+        };
+        t.instance_spec(node, dirs, self.settings.logs)
     }
 
     /// Stops and destroys `key`'s instance, releases its class and reservation

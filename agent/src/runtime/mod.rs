@@ -9,6 +9,7 @@
 
 pub mod cgroups;
 pub mod executor;
+pub mod kubernetes;
 pub mod logs;
 pub mod observe;
 pub mod store;
@@ -16,5 +17,6 @@ pub mod target;
 
 pub use cgroups::InstanceCgroups;
 pub use executor::{Executor, RuntimeSettings};
+pub use kubernetes::KubernetesSettings;
 pub use logs::{InstanceLogLine, LogsError};
 pub use target::{LogDefaults, Subject, Target};

@@ -70,6 +70,12 @@ impl Subject {
         format!("managed/{}", self.cgroup_name())
     }
 
+    /// Its QoS workload id when it runs as a Kubernetes pod (`kubernetes/<cgroup
+    /// name>`): the class is on the pod's cgroup, which the kubelet owns.
+    pub fn pod_qos_id(&self) -> String {
+        format!("kubernetes/{}", self.cgroup_name())
+    }
+
     /// True for an init job.
     pub fn is_job(&self) -> bool {
         matches!(self, Subject::Job(_))
@@ -139,6 +145,16 @@ impl Target {
             TargetSpec::Instance(l) => (l.qos, l.resources),
             TargetSpec::Job(l) => (QosClass::infer(&l.resources), l.resources),
         }
+    }
+
+    /// True when it runs as a Kubernetes pod (container runtime): its cgroup is
+    /// the kubelet's, not one under the managed root.
+    pub fn is_pod(&self) -> bool {
+        let runtime = match &self.spec {
+            TargetSpec::Instance(l) => l.runtime,
+            TargetSpec::Job(l) => l.runtime,
+        };
+        runtime.runtime_type == daros_coordinator::model::runtime::RuntimeType::Container
     }
 
     /// The adapters' spec, placed in `cgroup_dirs`.
