@@ -175,16 +175,27 @@ fn reaction(
     (f64::NAN, true, lowest)
 }
 
-/// Waits until the loop holds nothing (the GP's own ramp-up may have caused a hold).
-fn settled(b: &Bench) {
-    wait_for(
-        "the protection loop to release",
-        Duration::from_secs(60),
-        || {
-            let s = b.svc.shared().status();
-            (s.holds.is_empty() && s.levels.values().all(|l| *l == 0)).then_some(())
-        },
-    );
+/// Waits until the loop holds nothing (the GP's own ramp-up may have caused a
+/// hold). False when it never did: a starved VM; that run is left out and
+/// counted, not measured from a state with holds already written.
+fn settled(b: &Bench) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = b.svc.shared().status();
+        if s.holds.is_empty() && s.levels.values().all(|l| *l == 0) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "{}: the protection loop still holds after 60 s (holds {:?}, levels {:?}): run left out",
+                b.t.name(),
+                s.holds,
+                s.levels
+            );
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn loop_times(b: &Bench, t0_ms: u64) -> (Option<f64>, Option<f64>) {
@@ -205,7 +216,7 @@ fn spinners(n: usize) -> String {
     (0..n).map(|_| "while :; do :; done & ").collect::<String>() + "wait"
 }
 
-fn run_cpu(n: usize) -> Outcome {
+fn run_cpu(n: usize) -> Option<Outcome> {
     let b = Bench::new(n);
     b.set("gp", QosClass::GuaranteedPro, r#"{"cpu":{"request":"2","limit":"2","reservation":"1500m"},"memory":{"request":"64Mi","reservation":"16Mi"}}"#);
     b.set("hog", QosClass::Burstable, r#"{"cpu":{"request":"4"}}"#);
@@ -216,7 +227,9 @@ fn run_cpu(n: usize) -> Outcome {
         std::thread::sleep(Duration::from_millis(200));
         ((cpu_usec(&gp) - a) as f64 / 200_000.0 >= 1.7).then_some(())
     });
-    settled(&b);
+    if !settled(&b) {
+        return None;
+    }
     let t0_ms = unix_ms();
     let t0 = Instant::now();
     let _hog = b.t.spawn("hog", "exec stress-ng --cpu 8 --timeout 20s -q");
@@ -233,13 +246,13 @@ fn run_cpu(n: usize) -> Outcome {
         Duration::from_millis(300),
     );
     let (hold_ms, loop_ms) = loop_times(&b, t0_ms);
-    Outcome {
+    Some(Outcome {
         reaction_ms,
         dipped,
         hold_ms,
         loop_ms,
         lowest,
-    }
+    })
 }
 
 fn disk() -> Option<(String, String)> {
@@ -268,7 +281,7 @@ fn make_file(path: &Path, mib: u64) {
     assert!(ok, "writing {}", path.display());
 }
 
-fn run_io(n: usize, dev: &str, mount: &str) -> Outcome {
+fn run_io(n: usize, dev: &str, mount: &str) -> Option<Outcome> {
     let (gp_file, hog_file) = (
         Path::new(mount).join("bench-gp-io"),
         Path::new(mount).join("bench-hog-io"),
@@ -299,7 +312,9 @@ fn run_io(n: usize, dev: &str, mount: &str) -> Outcome {
     let floor = (solo * 0.6) as u64;
     b.set("gp", QosClass::GuaranteedPro, &format!(r#"{{"cpu":{{"request":"1"}},"memory":{{"request":"64Mi","reservation":"16Mi"}},"io":{{"read":{{"reservation":"{floor}"}}}}}}"#));
     std::thread::sleep(Duration::from_millis(300));
-    settled(&b);
+    if !settled(&b) {
+        return None;
+    }
     let t0_ms = unix_ms();
     let t0 = Instant::now();
     let _hog = b.t.spawn(
@@ -322,16 +337,16 @@ fn run_io(n: usize, dev: &str, mount: &str) -> Outcome {
         Duration::from_millis(300),
     );
     let (hold_ms, loop_ms) = loop_times(&b, t0_ms);
-    Outcome {
+    Some(Outcome {
         reaction_ms,
         dipped,
         hold_ms,
         loop_ms,
         lowest,
-    }
+    })
 }
 
-fn run_memory(n: usize, mount: &str) -> Outcome {
+fn run_memory(n: usize, mount: &str) -> Option<Outcome> {
     const WS: u64 = 200;
     let file = Path::new(mount).join("bench-working-set");
     make_file(&file, WS);
@@ -397,13 +412,13 @@ fn run_memory(n: usize, mount: &str) -> Outcome {
             .map_or(f64::NAN, |s| s.0.as_secs_f64() * 1000.0),
     };
     let (hold_ms, loop_ms) = loop_times(&b, t0_ms);
-    Outcome {
+    Some(Outcome {
         reaction_ms,
         dipped: dip.is_some(),
         hold_ms,
         loop_ms,
         lowest,
-    }
+    })
 }
 
 fn stats(mut v: Vec<f64>) -> String {
@@ -421,8 +436,15 @@ fn stats(mut v: Vec<f64>) -> String {
     )
 }
 
-fn report(name: &str, what: &str, outs: &[Outcome], tick_us: f64) {
+fn report(name: &str, what: &str, outs: &[Option<Outcome>], tick_us: f64) {
+    let left_out = outs.iter().filter(|o| o.is_none()).count();
+    let outs: Vec<&Outcome> = outs.iter().flatten().collect();
     let n = outs.len();
+    if left_out > 0 {
+        println!(
+            "{name}: {left_out} runs left out (the loop never released before the hog started)"
+        );
+    }
     let dipped = outs.iter().filter(|o| o.dipped).count();
     let never = outs.iter().filter(|o| !o.reaction_ms.is_finite()).count();
     println!(
@@ -496,7 +518,7 @@ fn main() {
         );
     }
     if which.contains("io") {
-        let outs: Vec<Outcome> = (0..runs)
+        let outs: Vec<Option<Outcome>> = (0..runs)
             .map(|_| {
                 n += 1;
                 run_io(n, &dev, &mount)
@@ -510,7 +532,7 @@ fn main() {
         );
     }
     if which.contains("memory") {
-        let outs: Vec<Outcome> = (0..runs.min(3))
+        let outs: Vec<Option<Outcome>> = (0..runs.min(3))
             .map(|_| {
                 n += 1;
                 run_memory(n, &mount)
