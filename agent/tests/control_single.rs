@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestRoot, darosctl, wait_for};
+use common::{TestRoot, darosctl, darosd_command, wait_for};
 use serde_json::Value;
 
 const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
@@ -41,29 +41,10 @@ impl Node {
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
         self.starts += 1;
-        let log =
-            std::fs::File::create(self.dir.join(format!("darosd-{}.log", self.starts))).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
-            cmd.env_remove(k);
-        }
-        cmd.arg("--socket")
-            .arg(&self.socket)
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .arg("--managed-root")
-            .arg(&self.root)
-            .args([
-                "--interval",
-                "200ms",
-                "--discovery-interval",
-                "1s",
-                "--node-name",
-                "ctl-single",
-            ])
-            .env("DAROS_NET_ENABLED", "false")
-            .stdout(Stdio::null())
-            .stderr(log);
+        let log = self.dir.join(format!("darosd-{}.log", self.starts));
+        let mut cmd = darosd_command(&self.socket, &self.dir.join("data"), &self.root, &log);
+        cmd.args(["--node-name", "ctl-single"])
+            .env("DAROS_NET_ENABLED", "false");
         self.child = Some(cmd.spawn().expect("spawn darosd"));
         // Ready once the coordinator answers (a leader exists and has applied).
         wait_for("darosd control plane", Duration::from_secs(30), || {

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestRoot, darosctl, wait_for};
+use common::{TestRoot, darosctl, darosd_command, wait_for};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
@@ -60,22 +60,9 @@ impl Agent {
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
         self.starts += 1;
-        let log =
-            std::fs::File::create(self.dir.join(format!("darosd-{}.log", self.starts))).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
-            cmd.env_remove(k);
-        }
-        cmd.arg("--socket")
-            .arg(&self.socket)
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .arg("--managed-root")
-            .arg(&self.root)
-            .args(["--interval", "200ms", "--discovery-interval", "1s"])
-            .env("DAROS_RUNTIME_STOP_GRACE", "2s")
-            .stdout(Stdio::null())
-            .stderr(log);
+        let log = self.dir.join(format!("darosd-{}.log", self.starts));
+        let mut cmd = darosd_command(&self.socket, &self.dir.join("data"), &self.root, &log);
+        cmd.env("DAROS_RUNTIME_STOP_GRACE", "2s");
         self.child = Some(cmd.spawn().expect("spawn darosd"));
         let socket = self.socket.clone();
         wait_for("darosd socket", LONG, || {

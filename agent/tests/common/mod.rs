@@ -256,6 +256,28 @@ pub fn sampler(t: &TestRoot, gpu: daros_agent::gpu::GpuCollector) -> daros_agent
     Sampler::new(cfg, t.backend().clone(), gpu).expect("sampler")
 }
 
+/// The built `darosd` on `socket`, `data_dir` and `managed_root`, sampling
+/// fast, logging to `log`, with no `DAROS_*` or systemd variables of the
+/// caller's environment.
+pub fn darosd_command(socket: &Path, data_dir: &Path, managed_root: &str, log: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
+    for (k, _) in std::env::vars().filter(|(k, _)| {
+        k.starts_with("DAROS_") || k == "NOTIFY_SOCKET" || k.starts_with("WATCHDOG_")
+    }) {
+        cmd.env_remove(k);
+    }
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--managed-root")
+        .arg(managed_root)
+        .args(["--interval", "200ms", "--discovery-interval", "1s"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+    cmd
+}
+
 /// A running `darosd` (the built binary) with its own socket, data dir and
 /// managed root; killed on drop if the test did not stop it.
 pub struct Daemon {
@@ -271,30 +293,10 @@ impl Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agent.sock");
         let log = dir.path().join("darosd.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
-        for (k, _) in std::env::vars().filter(|(k, _)| {
-            k.starts_with("DAROS_") || k == "NOTIFY_SOCKET" || k.starts_with("WATCHDOG_")
-        }) {
-            cmd.env_remove(k);
-        }
-        cmd.arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--managed-root")
-            .arg(managed_root)
-            .args([
-                "--interval",
-                "200ms",
-                "--discovery-interval",
-                "1s",
-                "--log-level",
-                "info",
-            ])
+        let mut cmd = darosd_command(&socket, &dir.path().join("data"), managed_root, &log);
+        cmd.args(["--log-level", "info"])
             .args(extra)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
+            .envs(env.iter().copied());
         let child = cmd.spawn().expect("spawn darosd");
         let d = Daemon {
             child,
