@@ -133,6 +133,18 @@ struct Outcome {
     loop_ms: Option<f64>,
     /// Lowest share of the floor seen (windowed).
     lowest: f64,
+    /// Hog start → the hog's own counter first moved (its process start-up
+    /// under emulation is part of "hog start"), when sampled.
+    contention_ms: Option<f64>,
+}
+
+/// The first sample time (ms) at which `hog` (samples of the hog's counter)
+/// moved past its first value.
+fn first_move(hog: &[(Duration, u64)]) -> Option<f64> {
+    let first = hog.first()?.1;
+    hog.iter()
+        .find(|s| s.1 > first)
+        .map(|s| s.0.as_secs_f64() * 1000.0)
 }
 
 /// From samples `(t since hog start, counter)`, the reaction: first window end
@@ -232,10 +244,13 @@ fn run_cpu(n: usize) -> Option<Outcome> {
     }
     let t0_ms = unix_ms();
     let t0 = Instant::now();
+    let hog = b.dir("hog");
+    let hog0 = cpu_usec(&hog);
     let _hog = b.t.spawn("hog", "exec stress-ng --cpu 8 --timeout 20s -q");
-    let mut samples = Vec::new();
+    let (mut samples, mut hog_samples) = (Vec::new(), vec![(Duration::ZERO, hog0)]);
     while t0.elapsed() < Duration::from_millis(2500) {
         samples.push((t0.elapsed(), cpu_usec(&gp)));
+        hog_samples.push((t0.elapsed(), cpu_usec(&hog)));
         std::thread::sleep(Duration::from_millis(5));
     }
     let (reaction_ms, dipped, lowest) = reaction(
@@ -252,6 +267,7 @@ fn run_cpu(n: usize) -> Option<Outcome> {
         hold_ms,
         loop_ms,
         lowest,
+        contention_ms: first_move(&hog_samples),
     })
 }
 
@@ -315,6 +331,8 @@ fn run_io(n: usize, dev: &str, mount: &str) -> Option<Outcome> {
     if !settled(&b) {
         return None;
     }
+    let hog = b.dir("hog");
+    let hog0 = rbytes(&hog, dev);
     let t0_ms = unix_ms();
     let t0 = Instant::now();
     let _hog = b.t.spawn(
@@ -324,9 +342,10 @@ fn run_io(n: usize, dev: &str, mount: &str) -> Option<Outcome> {
             hog_file.display()
         ),
     );
-    let mut samples = Vec::new();
+    let (mut samples, mut hog_samples) = (Vec::new(), vec![(Duration::ZERO, hog0)]);
     while t0.elapsed() < Duration::from_millis(4000) {
         samples.push((t0.elapsed(), rbytes(&gp, dev)));
+        hog_samples.push((t0.elapsed(), rbytes(&hog, dev)));
         std::thread::sleep(Duration::from_millis(10));
     }
     let (reaction_ms, dipped, lowest) = reaction(
@@ -343,6 +362,7 @@ fn run_io(n: usize, dev: &str, mount: &str) -> Option<Outcome> {
         hold_ms,
         loop_ms,
         lowest,
+        contention_ms: first_move(&hog_samples),
     })
 }
 
@@ -418,6 +438,7 @@ fn run_memory(n: usize, mount: &str) -> Option<Outcome> {
         hold_ms,
         loop_ms,
         lowest,
+        contention_ms: None,
     })
 }
 
@@ -458,6 +479,26 @@ fn report(name: &str, what: &str, outs: &[Option<Outcome>], tick_us: f64) {
         "  hog start → first hold written ms:    {}",
         stats(outs.iter().filter_map(|o| o.hold_ms).collect())
     );
+    let since = |f: fn(&Outcome) -> Option<f64>| -> Vec<f64> {
+        outs.iter()
+            .filter(|o| o.dipped)
+            .filter_map(|o| Some(f(o)? - o.contention_ms?))
+            .collect()
+    };
+    if outs.iter().any(|o| o.contention_ms.is_some()) {
+        println!(
+            "  hog first moved (after hog start) ms: {}",
+            stats(outs.iter().filter_map(|o| o.contention_ms).collect())
+        );
+        println!(
+            "  contention start → first hold ms:     {}",
+            stats(since(|o| o.hold_ms))
+        );
+        println!(
+            "  contention start → floor ≥95% ms:     {}",
+            stats(since(|o| Some(o.reaction_ms).filter(|r| r.is_finite())))
+        );
+    }
     println!(
         "  loop: threat seen → restored ms:      {}",
         stats(outs.iter().filter_map(|o| o.loop_ms).collect())
