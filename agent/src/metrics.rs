@@ -18,7 +18,8 @@ use prometheus_client::registry::Registry;
 use crate::model::PsiSample;
 use crate::sensing::{Latest, Snapshot};
 
-type Labels = Vec<(&'static str, String)>;
+/// Label pairs of one series.
+pub(crate) type Labels = Vec<(&'static str, String)>;
 
 /// Encodes a snapshot as metric families.
 #[derive(Debug)]
@@ -26,7 +27,9 @@ pub struct SnapshotCollector {
     latest: Arc<Latest>,
 }
 
-fn family(
+/// Encodes one metric family of `kind` (nothing when `items` is empty); the
+/// collectors of the snapshot, QoS and the datapath all go through it.
+pub(crate) fn family(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,

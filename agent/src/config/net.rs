@@ -6,7 +6,7 @@ use std::time::Duration;
 use daros_coordinator::BytesPerSec;
 use serde::{Deserialize, Serialize};
 
-use super::duration::format;
+use super::validate::range;
 use super::{Config, ConfigError, HumanDuration};
 
 /// `[net]`.
@@ -66,21 +66,6 @@ impl NetSection {
         let usable = |l: BytesPerSec| (l.get() as f64 * (1.0 - self.headroom)).round() as u64;
         explicit.or_else(|| link.map(|l| BytesPerSec(usable(l))))
     }
-}
-
-fn range(key: &str, v: Duration, min: Duration, max: Duration) -> Result<(), ConfigError> {
-    if v < min || v > max {
-        return Err(ConfigError::invalid(
-            key,
-            format!(
-                "must be between {} and {}, got \"{}\"",
-                format(min),
-                format(max),
-                format(v)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Checks `[net]` (and its agreement with `[qos]`).

@@ -5,7 +5,7 @@ use std::time::Duration;
 use daros_coordinator::{Bytes, BytesPerSec, MilliCpu};
 use serde::{Deserialize, Serialize};
 
-use super::duration::format;
+use super::validate::range;
 use super::{ConfigError, HumanDuration};
 use crate::qos::QosSettings;
 use crate::qos::protect::ProtectConfig;
@@ -87,21 +87,6 @@ impl QosSection {
             network_ingress_capacity: self.network_ingress_capacity,
         }
     }
-}
-
-fn range(key: &str, v: Duration, min: Duration, max: Duration) -> Result<(), ConfigError> {
-    if v < min || v > max {
-        return Err(ConfigError::invalid(
-            key,
-            format!(
-                "must be between {} and {}, got \"{}\"",
-                format(min),
-                format(max),
-                format(v)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Checks `[qos]`.

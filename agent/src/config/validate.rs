@@ -9,7 +9,13 @@ use crate::cgroup::CgroupPath;
 
 const UNIT_TYPES: &[&str] = &["service", "slice", "scope", "socket", "mount", "swap"];
 
-fn range(key: &str, v: Duration, min: Duration, max: Duration) -> Result<(), ConfigError> {
+/// Refuses a duration outside `min..=max`, naming `key`.
+pub(crate) fn range(
+    key: &str,
+    v: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<(), ConfigError> {
     if v < min || v > max {
         return Err(ConfigError::invalid(
             key,

@@ -7,12 +7,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
-use super::service::{NetService, lock};
+use crate::metrics::{Labels, family};
 
-type Labels = Vec<(&'static str, String)>;
+use super::service::{NetService, lock};
 
 /// Encodes the state of a [`NetService`].
 #[derive(Debug)]
@@ -25,31 +25,6 @@ impl NetCollector {
     pub fn new(svc: Arc<NetService>) -> Self {
         NetCollector { svc }
     }
-}
-
-fn family(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    items: Vec<(Labels, f64)>,
-) -> fmt::Result {
-    if items.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, None, kind)?;
-    for (labels, v) in items {
-        let put = |e: &mut prometheus_client::encoding::MetricEncoder<'_>| match kind {
-            MetricType::Counter => e.encode_counter::<NoLabelSet, f64, f64>(&v, None),
-            _ => e.encode_gauge(&v),
-        };
-        if labels.is_empty() {
-            put(&mut m)?;
-        } else {
-            put(&mut m.encode_family(&labels)?)?;
-        }
-    }
-    Ok(())
 }
 
 fn one(v: f64) -> Vec<(Labels, f64)> {

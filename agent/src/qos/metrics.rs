@@ -6,13 +6,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
+
+use crate::metrics::family;
 
 use super::protect::REACTION_BUCKETS;
 use super::service::QosService;
-
-type Labels = Vec<(&'static str, String)>;
 
 /// Encodes the QoS state of a [`QosService`].
 #[derive(Debug)]
@@ -25,31 +25,6 @@ impl QosCollector {
     pub fn new(svc: Arc<QosService>) -> Self {
         QosCollector { svc }
     }
-}
-
-fn family(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    items: Vec<(Labels, f64)>,
-) -> fmt::Result {
-    if items.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, None, kind)?;
-    for (labels, v) in items {
-        let put = |e: &mut prometheus_client::encoding::MetricEncoder<'_>| match kind {
-            MetricType::Counter => e.encode_counter::<NoLabelSet, f64, f64>(&v, None),
-            _ => e.encode_gauge(&v),
-        };
-        if labels.is_empty() {
-            put(&mut m)?;
-        } else {
-            put(&mut m.encode_family(&labels)?)?;
-        }
-    }
-    Ok(())
 }
 
 impl Collector for QosCollector {
@@ -266,7 +241,12 @@ impl Collector for QosCollector {
             None,
             MetricType::Histogram,
         )?;
-        m.encode_histogram::<NoLabelSet>(c.reaction_sum, c.reaction_count, &buckets, None)?;
+        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            c.reaction_sum,
+            c.reaction_count,
+            &buckets,
+            None,
+        )?;
         Ok(())
     }
 }
