@@ -15,7 +15,8 @@
 //! Needs cgroup v2 with every controller, stress-ng and fio, and the VM's disk:
 //! `daros-vmtest cargo-test --release --mem 768M --disk-mib 512 -p daros-agent --bench qos_reaction`.
 //! Anywhere else it prints SKIPPED. `DAROS_QOS_BENCH_RUNS` (default 10) and
-//! `DAROS_QOS_BENCH` (`cpu,io,memory`) select what runs.
+//! `DAROS_QOS_BENCH` (`cpu,io,memory`) select what runs; `DAROS_QOS_BENCH_EVENTS=1`
+//! prints the loop's events of each run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
@@ -218,6 +219,18 @@ fn settled(b: &Bench) -> bool {
 fn loop_times(b: &Bench, t0_ms: u64) -> (Option<f64>, Option<f64>) {
     let mut ev = b.svc.shared().events();
     ev.retain(|e| e.at_unix_ms >= t0_ms);
+    if std::env::var_os("DAROS_QOS_BENCH_EVENTS").is_some() {
+        for e in &ev {
+            println!(
+                "    +{:>5} ms {:?} {:?} level {} {}",
+                e.at_unix_ms.saturating_sub(t0_ms),
+                e.kind,
+                e.resource,
+                e.level,
+                e.detail
+            );
+        }
+    }
     let hold = ev
         .iter()
         .find(|e| e.kind == EventKind::Hold)
