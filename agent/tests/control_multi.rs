@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestRoot, darosctl, wait_for};
+use common::{TestRoot, darosctl, wait_for, wait_socket};
 use daros_gossip::testing::TestNet;
 use serde_json::Value;
 
@@ -87,14 +87,10 @@ impl Host {
                 .spawn()
                 .expect("spawn darosd"),
         );
-        wait_for(
+        wait_socket(
             &format!("{} API", self.name),
+            &self.socket,
             Duration::from_secs(30),
-            || {
-                std::os::unix::net::UnixStream::connect(&self.socket)
-                    .ok()
-                    .map(|_| ())
-            },
         );
     }
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestRoot, darosctl, darosd_command, wait_for};
+use common::{TestRoot, alive, darosctl, darosd_command, wait_for, wait_socket};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
@@ -64,12 +64,7 @@ impl Agent {
         let mut cmd = darosd_command(&self.socket, &self.dir.join("data"), &self.root, &log);
         cmd.env("DAROS_RUNTIME_STOP_GRACE", "2s");
         self.child = Some(cmd.spawn().expect("spawn darosd"));
-        let socket = self.socket.clone();
-        wait_for("darosd socket", LONG, || {
-            std::os::unix::net::UnixStream::connect(&socket)
-                .ok()
-                .map(|_| ())
-        });
+        wait_socket("darosd socket", &self.socket, LONG);
     }
 
     fn kill9(&mut self) {
@@ -165,18 +160,6 @@ fn pids_of(t: &TestRoot, cgroup: &str) -> Vec<u32> {
 
 fn proc_cgroups(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 /// Every cgroup directory under the managed root, in every hierarchy.

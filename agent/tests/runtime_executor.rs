@@ -9,12 +9,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod executor_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::TestRoot;
+use common::{TestRoot, alive};
 use daros_adapters::process::default_shim_path;
 use daros_adapters::{RuntimeAdapter, RuntimeDetail, RuntimeId};
 use daros_agent::cgroup::CgroupBackend;
@@ -25,18 +26,10 @@ use daros_agent::qos::{QosService, QosSettings};
 use daros_agent::runtime::{Executor, InstanceCgroups, LogDefaults, RuntimeSettings, Subject};
 use daros_coordinator::model::failure::Failure;
 use daros_coordinator::{Bytes, MilliCpu, ObservedState};
+use executor_support::{rt, wait_report};
 use serde_json::json;
-use tokio::sync::broadcast;
 
 const NODE: &str = "node-a";
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn shim() -> PathBuf {
     let p = default_shim_path();
@@ -147,48 +140,6 @@ fn work(index: u64, instances: Vec<DesiredInstance>, jobs: Vec<DesiredJob>) -> N
     }
 }
 
-fn subject_of(r: &NodeReport) -> String {
-    match r {
-        NodeReport::Instance { instance, .. } => instance.to_string(),
-        NodeReport::InitJob { job, .. } => job.to_string(),
-    }
-}
-
-fn parts(r: &NodeReport) -> (u32, &ObservedState) {
-    match r {
-        NodeReport::Instance { attempt, state, .. }
-        | NodeReport::InitJob { attempt, state, .. } => (*attempt, state),
-    }
-}
-
-/// Waits for a report of `subject` at `attempt` matching `pred`.
-async fn wait_report(
-    rx: &mut broadcast::Receiver<NodeReport>,
-    subject: &str,
-    attempt: u32,
-    what: &str,
-    pred: impl Fn(&ObservedState) -> bool,
-) -> ObservedState {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, rx.recv()).await {
-            Ok(Ok(r)) => {
-                let (a, st) = parts(&r);
-                if subject_of(&r) == subject && a == attempt && pred(st) {
-                    return st.clone();
-                }
-                seen.push(r);
-            }
-            Ok(Err(e)) => panic!("report channel: {e}"),
-            Err(_) => {
-                panic!("timed out waiting for {subject} attempt {attempt} {what}; saw {seen:#?}")
-            }
-        }
-    }
-}
-
 async fn pid_of(ex: &Executor, s: &Subject) -> (u32, u64) {
     let id = RuntimeId::new(
         daros_adapters::AdapterKind::Process,
@@ -203,19 +154,6 @@ async fn pid_of(ex: &Executor, s: &Subject) -> (u32, u64) {
         } => (pid, generation),
         d => panic!("no pid: {d:?}"),
     }
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie is not alive: read its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 fn in_cgroup(pid: u32, name: &str) -> bool {

@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod executor_support;
 mod fake_apiserver;
 
 use std::path::PathBuf;
@@ -32,9 +33,9 @@ use daros_agent::runtime::{
 };
 use daros_coordinator::model::runtime::RuntimeType;
 use daros_coordinator::{Bytes, MilliCpu, ObservedState, QosClass};
+use executor_support::{rt, wait_report};
 use fake_apiserver::FakeApiServer;
 use serde_json::json;
-use tokio::sync::broadcast;
 
 const NODE: &str = "node-a";
 const K8S_NODE: &str = "worker-7";
@@ -130,24 +131,6 @@ fn work(index: u64, instances: Vec<DesiredInstance>) -> NodeWork {
     }
 }
 
-async fn wait_state(
-    rx: &mut broadcast::Receiver<NodeReport>,
-    what: &str,
-    pred: impl Fn(&ObservedState) -> bool,
-) -> ObservedState {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, rx.recv()).await {
-            Ok(Ok(NodeReport::Instance { state, .. })) if pred(&state) => return state,
-            Ok(Ok(r)) => seen.push(r),
-            Ok(Err(e)) => panic!("report channel: {e}"),
-            Err(_) => panic!("timed out waiting for {what}; saw {seen:#?}"),
-        }
-    }
-}
-
 async fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -164,14 +147,6 @@ fn posts(api: &FakeApiServer) -> usize {
         .iter()
         .filter(|(m, p)| *m == Method::POST && p.ends_with("/pods"))
         .count()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]
@@ -213,7 +188,10 @@ fn fake_apiserver_pod_is_classed_readopted_and_removed() {
             // The kubelet makes the pod's cgroup and runs it.
             let dirs = env.pod_cgroup(&uid);
             api.run_pod(&key, "Guaranteed");
-            wait_state(&mut rx, "Ready", |s| *s == ObservedState::Ready).await;
+            wait_report(&mut rx, INSTANCE, 1, "Ready", |s| {
+                *s == ObservedState::Ready
+            })
+            .await;
 
             // The pod's cgroup is under the instance's class, knobs written there.
             let q = env.qos.get(&qos_id).expect("the pod under its class");
@@ -267,7 +245,7 @@ fn fake_apiserver_pod_is_classed_readopted_and_removed() {
 
         let mut rx = ex.subscribe();
         ex.execute(work(2, vec![])).await.unwrap();
-        wait_state(&mut rx, "Stopped", |s| *s == ObservedState::Stopped).await;
+        wait_report(&mut rx, INSTANCE, 1, "Stopped", |s| *s == ObservedState::Stopped).await;
         assert!(api.pods().is_empty(), "{:?}", api.pods().keys());
         assert!(env.qos.get(&qos_id).is_none());
     });

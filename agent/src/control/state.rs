@@ -327,14 +327,13 @@ mod tests {
         )
     }
 
-    #[test]
-    fn snapshot_restore_reaches_the_same_state() {
-        let (mut a, rx) = CoordinatorState::new();
+    /// Applies the registration of node `n1` (8 CPUs, process runtime) at index 1.
+    fn register_n1(s: &mut CoordinatorState) {
         let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
             "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
         }))
         .unwrap();
-        a.apply(
+        s.apply(
             Stamped {
                 at: Timestamp(500),
                 command: ControlCommand::Coordinator {
@@ -344,6 +343,12 @@ mod tests {
             LogPosition { term: 1, index: 1 },
         )
         .unwrap();
+    }
+
+    #[test]
+    fn snapshot_restore_reaches_the_same_state() {
+        let (mut a, rx) = CoordinatorState::new();
+        register_n1(&mut a);
         apply_shop(&mut a, 2).unwrap();
         assert_eq!(rx.borrow().index, 2);
         let snap = a.snapshot().unwrap();
@@ -363,20 +368,7 @@ mod tests {
     #[test]
     fn repeated_and_stale_reports_are_dropped() {
         let (mut s, _) = CoordinatorState::new();
-        let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
-            "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
-        }))
-        .unwrap();
-        s.apply(
-            Stamped {
-                at: Timestamp(500),
-                command: ControlCommand::Coordinator {
-                    command: Command::RegisterNode { node },
-                },
-            },
-            LogPosition { term: 1, index: 1 },
-        )
-        .unwrap();
+        register_n1(&mut s);
         apply_shop(&mut s, 2).unwrap();
         let job = s.desired_work()["n1"].jobs[0].clone();
         let report = |attempt, at| Stamped {

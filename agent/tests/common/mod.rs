@@ -304,11 +304,7 @@ impl Daemon {
             socket,
             log,
         };
-        wait_for("darosd socket", Duration::from_secs(30), || {
-            std::os::unix::net::UnixStream::connect(&d.socket)
-                .ok()
-                .map(|_| ())
-        });
+        wait_socket("darosd socket", &d.socket, Duration::from_secs(30));
         d
     }
 
@@ -349,6 +345,28 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
+}
+
+/// True while `pid` runs (a zombie does not).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+/// Waits until something accepts connections on unix socket `socket`.
+pub fn wait_socket(what: &str, socket: &Path, timeout: Duration) {
+    wait_for(what, timeout, || {
+        std::os::unix::net::UnixStream::connect(socket)
+            .ok()
+            .map(|_| ())
+    });
 }
 
 /// Runs `darosctl --socket <socket> args...`.
