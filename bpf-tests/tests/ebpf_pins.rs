@@ -6,14 +6,14 @@
 
 mod ebpf_support;
 
-use std::process::Command;
+use std::{process::Command, time::Duration};
 
 use aya::maps::{Array, Map, MapData};
 use daros_ebpf::{
     CgroupId, CgroupRoot, Direction, Error, NetDatapath, NetLimits, NetOptions, OpenOutcome,
     SchedDatapath, SchedOptions, abi::Meta, net::ipv4_tcp_packet,
 };
-use ebpf_support::{TestCgroup, TestPins};
+use ebpf_support::{TestCgroup, TestPins, wait_for};
 
 fn opts(pins: &TestPins) -> NetOptions {
     NetOptions {
@@ -51,6 +51,17 @@ fn attached_ids(cg: &TestCgroup, attach_type: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The cgroup a pinned link is attached to; 0 once its cgroup is gone (severed).
+fn link_cgroup_id(pin: &std::path::Path) -> Option<u64> {
+    let out = Command::new("bpftool")
+        .args(["-j", "link", "show", "pinned"])
+        .arg(pin)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["cgroup_id"].as_u64()
+}
+
 fn pinned_prog_id(pins: &TestPins, name: &str) -> u32 {
     let path = pins.0.sub("net").join(format!("prog_{name}"));
     let out = Command::new("bpftool")
@@ -79,10 +90,23 @@ fn same_build_reopens_newer_build_upgrades_in_place_incompatible_is_replaced() {
     drop(net);
 
     // same build
-    let net = NetDatapath::open(&opts(&pins)).unwrap();
+    let mut net = NetDatapath::open(&opts(&pins)).unwrap();
     assert_eq!(net.outcome(), &OpenOutcome::Reopened);
     assert_eq!(net.reader().counters(me).unwrap().egress.packets, 10);
+    // an attach point removed while nobody owns the pins leaves a severed link behind
+    let gone = TestCgroup::new("pins-upgrade-gone");
+    let gone_id = net.attach(&gone.path).unwrap();
     drop(net);
+    let gone_link = pins
+        .0
+        .sub("net")
+        .join(format!("links/{}-egress", gone_id.0));
+    drop(gone);
+    wait_for(
+        "the removed cgroup's link to be severed",
+        Duration::from_secs(10),
+        || (link_cgroup_id(&gone_link) == Some(0)).then_some(()),
+    );
 
     // pins of another build with the same layout: maps kept, programs swapped under the links
     edit_meta(&pins, |m| m.object_hash ^= 1);
@@ -92,6 +116,7 @@ fn same_build_reopens_newer_build_upgrades_in_place_incompatible_is_replaced() {
         "{:?}",
         net.outcome()
     );
+    assert!(!gone_link.exists(), "the severed link was unpinned");
     let new_prog = pinned_prog_id(&pins, "cg_egress");
     assert_ne!(new_prog, old_prog);
     assert_eq!(

@@ -522,7 +522,17 @@ fn upgrade(dir: &Path, max_slots: u32, hash: u64) -> Result<()> {
         for (link, path) in &links {
             if parse_link_name(link).is_some_and(|(_, d)| d == dir_) {
                 let fd = sys::obj_get(path)?;
-                sys::link_update(fd.as_fd(), prog_fd.as_fd(), link)?;
+                match sys::link_update(fd.as_fd(), prog_fd.as_fd(), link) {
+                    Err(Error::Syscall { source, .. })
+                        if source.raw_os_error() == Some(libc::ENOLINK) =>
+                    {
+                        // Its cgroup was removed while nobody owned the pins: the link is
+                        // dead and only the pin keeps it; nothing to carry over.
+                        std::fs::remove_file(path).map_err(|e| Error::io("unpinning", path, e))?;
+                        tracing::info!(link = %link, "severed link unpinned (its cgroup is gone)");
+                    }
+                    r => r?,
+                }
             }
         }
         let path = pins::prog_path(dir, name);
