@@ -400,6 +400,9 @@ impl Core {
             }
             let target = item.rec.target.clone();
             self.items.lock().await.insert(key.clone(), item);
+            // The pump drops events of items not yet inserted (a health check passing
+            // right after the inspect above): look once more now that it would see them.
+            self.observe(&key).await;
             self.spawn_worker(key, target);
         }
         if let Some(k) = &self.kube {
