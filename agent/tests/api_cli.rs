@@ -404,7 +404,9 @@ fn systemd_notify_watchdog_and_clean_shutdown() {
 fn second_daemon_on_the_same_socket_is_refused() {
     let t = TestRoot::new("dup");
     let d = Daemon::start(t.name(), &[], &[]);
+    let (pins_key, pins_dir) = d.pins.env();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_darosd"))
+        .env(pins_key, pins_dir)
         .arg("--socket")
         .arg(&d.socket)
         .arg("--data-dir")

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestRoot, darosctl, darosd_command, wait_for};
+use common::{TestPins, TestRoot, darosctl, darosd_command, wait_for};
 use serde_json::Value;
 
 const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
@@ -23,6 +23,7 @@ struct Node {
     socket: PathBuf,
     root: String,
     starts: u32,
+    pins: TestPins,
 }
 
 impl Node {
@@ -33,6 +34,7 @@ impl Node {
             socket: dir.join("run/agent.sock"),
             root: root.to_string(),
             starts: 0,
+            pins: TestPins::new("ctl-single"),
         };
         n.spawn();
         n
@@ -42,7 +44,13 @@ impl Node {
         let _ = std::fs::remove_file(&self.socket);
         self.starts += 1;
         let log = self.dir.join(format!("darosd-{}.log", self.starts));
-        let mut cmd = darosd_command(&self.socket, &self.dir.join("data"), &self.root, &log);
+        let mut cmd = darosd_command(
+            &self.socket,
+            &self.dir.join("data"),
+            &self.root,
+            &log,
+            &self.pins,
+        );
         cmd.args(["--node-name", "ctl-single"])
             .env("DAROS_NET_ENABLED", "false");
         self.child = Some(cmd.spawn().expect("spawn darosd"));

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestRoot, alive, darosctl, darosd_command, wait_for, wait_socket};
+use common::{TestPins, TestRoot, alive, darosctl, darosd_command, wait_for, wait_socket};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
@@ -36,6 +36,7 @@ struct Agent {
     socket: PathBuf,
     root: String,
     starts: u32,
+    pins: TestPins,
 }
 
 impl Agent {
@@ -52,6 +53,7 @@ impl Agent {
             socket: dir.join("run/agent.sock"),
             root: root.to_string(),
             starts: 0,
+            pins: TestPins::new("e2e-shop"),
         };
         a.spawn();
         a
@@ -61,7 +63,13 @@ impl Agent {
         let _ = std::fs::remove_file(&self.socket);
         self.starts += 1;
         let log = self.dir.join(format!("darosd-{}.log", self.starts));
-        let mut cmd = darosd_command(&self.socket, &self.dir.join("data"), &self.root, &log);
+        let mut cmd = darosd_command(
+            &self.socket,
+            &self.dir.join("data"),
+            &self.root,
+            &log,
+            &self.pins,
+        );
         cmd.env("DAROS_RUNTIME_STOP_GRACE", "2s");
         self.child = Some(cmd.spawn().expect("spawn darosd"));
         wait_socket("darosd socket", &self.socket, LONG);
@@ -103,6 +111,27 @@ impl Agent {
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
             .unwrap_or_default()
+    }
+
+    /// Waits until `ok` holds for `app`'s description; on timeout the panic shows the
+    /// last description and the agent's log, so a CI failure says where it stuck.
+    fn wait_app(&self, what: &str, app: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + LONG;
+        loop {
+            let d = self.describe(app);
+            if ok(&d) {
+                return d;
+            }
+            if std::time::Instant::now() >= deadline {
+                let log = self.log();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                panic!(
+                    "timed out after {LONG:?} waiting for {what}\nlast description: {d:#}\nlog tail:\n{tail}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -188,10 +217,9 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
     let mut a = Agent::start(dir.path(), t.name());
 
     a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
-    let d = wait_for("shop Running with web and worker ready", LONG, || {
-        let d = a.describe("shop");
-        let ready = |w| instance(&d, w).is_some_and(|i| i["state"]["state"] == "ready");
-        (phase(&d) == "Running" && ready("web") && ready("worker")).then_some(d)
+    let d = a.wait_app("shop Running with web and worker ready", "shop", |d| {
+        let ready = |w| instance(d, w).is_some_and(|i| i["state"]["state"] == "ready");
+        phase(d) == "Running" && ready("web") && ready("worker")
     });
     let phases: Vec<String> = d["events"]
         .as_array()
@@ -260,13 +288,10 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-    let d = wait_for("web restarted", LONG, || {
-        let d = a.describe("shop");
-        let i = instance(&d, "web")?;
-        (i["restarts"].as_u64() == Some(1)
-            && i["state"]["state"] == "ready"
-            && phase(&d) == "Running")
-            .then(|| d.clone())
+    let d = a.wait_app("web restarted", "shop", |d| {
+        instance(d, "web")
+            .is_some_and(|i| i["restarts"].as_u64() == Some(1) && i["state"]["state"] == "ready")
+            && phase(d) == "Running"
     });
     let web2 = pids_of(&t, web_cg);
     assert_eq!(web2.len(), 1);
@@ -290,11 +315,8 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
         "workloads outlive the agent"
     );
     a.spawn();
-    wait_for("re-adopted and Running", LONG, || {
-        let d = a.describe("shop");
-        (phase(&d) == "Running"
-            && instance(&d, "web").is_some_and(|i| i["state"]["state"] == "ready"))
-        .then_some(())
+    a.wait_app("re-adopted and Running", "shop", |d| {
+        phase(d) == "Running" && instance(d, "web").is_some_and(|i| i["state"]["state"] == "ready")
     });
     assert!(a.log().contains("re-adopted"), "{}", a.log());
     assert_eq!(pids_of(&t, web_cg), web2, "not restarted");
@@ -364,10 +386,7 @@ fn failing_init_job_keeps_dependents_from_starting_and_describe_says_why() {
     .unwrap();
     let a = Agent::start(dir.path(), t.name());
     a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
-    let d = wait_for("shopfail Failed", LONG, || {
-        let d = a.describe("shopfail");
-        (phase(&d) == "Failed").then_some(d)
-    });
+    let d = a.wait_app("shopfail Failed", "shopfail", |d| phase(d) == "Failed");
     let why = d["events"]
         .as_array()
         .unwrap()

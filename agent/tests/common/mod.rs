@@ -24,6 +24,14 @@ pub fn unique_name(tag: &str) -> String {
     )
 }
 
+/// eBPF pins, cgroups and namespaces need root; CI runs the tests as root.
+pub fn require_root() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test must run as root (CI runs the tests as root)"
+    );
+}
+
 /// A managed root for one test; dropping it kills its processes and removes it.
 pub struct TestRoot {
     pub root: ManagedRoot,
@@ -259,13 +267,21 @@ pub fn sampler(t: &TestRoot, gpu: daros_agent::gpu::GpuCollector) -> daros_agent
 /// The built `darosd` on `socket`, `data_dir` and `managed_root`, sampling
 /// fast, logging to `log`, with no `DAROS_*` or systemd variables of the
 /// caller's environment.
-pub fn darosd_command(socket: &Path, data_dir: &Path, managed_root: &str, log: &Path) -> Command {
+pub fn darosd_command(
+    socket: &Path,
+    data_dir: &Path,
+    managed_root: &str,
+    log: &Path,
+    pins: &TestPins,
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_darosd"));
     for (k, _) in std::env::vars().filter(|(k, _)| {
         k.starts_with("DAROS_") || k == "NOTIFY_SOCKET" || k.starts_with("WATCHDOG_")
     }) {
         cmd.env_remove(k);
     }
+    let (key, dir) = pins.env();
+    cmd.env(key, dir);
     cmd.arg("--socket")
         .arg(socket)
         .arg("--data-dir")
@@ -278,6 +294,33 @@ pub fn darosd_command(socket: &Path, data_dir: &Path, managed_root: &str, log: &
     cmd
 }
 
+/// A pin directory `/sys/fs/bpf/daros-test-*`, removed (detaching everything) on drop:
+/// every darosd a test starts pins there, never in the machine's `/sys/fs/bpf/daros`.
+pub struct TestPins(pub PathBuf);
+
+impl TestPins {
+    pub fn new(tag: &str) -> Self {
+        require_root();
+        TestPins(PathBuf::from(format!("/sys/fs/bpf/{}", unique_name(tag))))
+    }
+
+    pub fn pin_dir(&self) -> daros_ebpf::PinDir {
+        daros_ebpf::PinDir::new(&self.0)
+    }
+
+    pub fn env(&self) -> (&'static str, String) {
+        ("DAROS_NET_PIN_DIR", self.0.display().to_string())
+    }
+}
+
+impl Drop for TestPins {
+    fn drop(&mut self) {
+        if let Err(e) = self.pin_dir().remove_all() {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
 /// A running `darosd` (the built binary) with its own socket, data dir and
 /// managed root; killed on drop if the test did not stop it.
 pub struct Daemon {
@@ -285,6 +328,7 @@ pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub log: PathBuf,
+    pub pins: TestPins,
 }
 
 impl Daemon {
@@ -293,7 +337,8 @@ impl Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agent.sock");
         let log = dir.path().join("darosd.log");
-        let mut cmd = darosd_command(&socket, &dir.path().join("data"), managed_root, &log);
+        let pins = TestPins::new("daemon");
+        let mut cmd = darosd_command(&socket, &dir.path().join("data"), managed_root, &log, &pins);
         cmd.args(["--log-level", "info"])
             .args(extra)
             .envs(env.iter().copied());
@@ -303,6 +348,7 @@ impl Daemon {
             dir,
             socket,
             log,
+            pins,
         };
         wait_socket("darosd socket", &d.socket, Duration::from_secs(30));
         d

@@ -17,41 +17,8 @@ use daros_agent::model::net::NetStatus;
 use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
+pub use crate::common::{TestPins, require_root};
 use crate::common::{TestRoot, unique_name, wait_for};
-
-/// These tests load eBPF programs and create cgroups and namespaces.
-pub fn require_root() {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "the datapath tests must run as root (CI runs them as root)"
-    );
-}
-
-/// A pin directory `/sys/fs/bpf/daros-test-*`, removed (detaching everything) on drop.
-pub struct TestPins(pub PathBuf);
-
-impl TestPins {
-    pub fn new(tag: &str) -> Self {
-        require_root();
-        TestPins(PathBuf::from(format!("/sys/fs/bpf/{}", unique_name(tag))))
-    }
-
-    pub fn pin_dir(&self) -> daros_ebpf::PinDir {
-        daros_ebpf::PinDir::new(&self.0)
-    }
-
-    pub fn env(&self) -> (&'static str, String) {
-        ("DAROS_NET_PIN_DIR", self.0.display().to_string())
-    }
-}
-
-impl Drop for TestPins {
-    fn drop(&mut self) {
-        if let Err(e) = self.pin_dir().remove_all() {
-            eprintln!("removing {}: {e}", self.0.display());
-        }
-    }
-}
 
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
