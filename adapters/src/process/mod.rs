@@ -139,20 +139,33 @@ impl ProcessAdapter {
                 instances: Mutex::new(BTreeMap::new()),
             }),
         };
+        let mut adopted = Vec::new();
         for rec in records {
             let plan = plan_for(&rec.spec).map_err(|e| e.to_string());
             tracing::info!(instance = %rec.id, state = %rec.state, "adopting instance");
-            me.spawn_supervisor(rec, plan, true);
+            let (done, rx) = oneshot::channel();
+            me.spawn_supervisor(rec, plan, Some(done));
+            adopted.push(rx);
+        }
+        // Statuses read right after open are the adopted ones (a running instance without
+        // readiness checks is ready again), not the placeholders of unstarted supervisors.
+        for rx in adopted {
+            let _ = rx.await;
         }
         Ok((me, sub))
     }
 
-    fn spawn_supervisor(&self, rec: InstanceRecord, plan: Result<LaunchPlan, String>, adopt: bool) {
+    fn spawn_supervisor(
+        &self,
+        rec: InstanceRecord,
+        plan: Result<LaunchPlan, String>,
+        adopted: Option<oneshot::Sender<()>>,
+    ) {
         let (tx, rx) = mpsc::channel(16);
         let name = rec.id.name.clone();
         let spec = rec.spec.clone();
         let (sup, status) = Supervisor::new(Arc::clone(&self.inner.ctx), rec, plan, rx);
-        tokio::spawn(sup.run(adopt));
+        tokio::spawn(sup.run(adopted));
         if let Ok(mut m) = self.inner.instances.lock() {
             m.insert(
                 name,
@@ -291,7 +304,7 @@ impl RuntimeAdapter for ProcessAdapter {
             message: None,
         };
         self.inner.ctx.store.put(&rec)?;
-        self.spawn_supervisor(rec, Ok(plan), false);
+        self.spawn_supervisor(rec, Ok(plan), None);
         self.inner
             .ctx
             .events

@@ -124,10 +124,12 @@ impl Supervisor {
         )
     }
 
-    /// The supervisor's life; `adopt` picks up where a previous agent left.
-    pub async fn run(mut self, adopt: bool) {
-        if adopt {
+    /// The supervisor's life; with `adopted` it first picks up where a previous agent
+    /// left and says so.
+    pub async fn run(mut self, adopted: Option<oneshot::Sender<()>>) {
+        if let Some(done) = adopted {
             self.adopt().await;
+            let _ = done.send(());
         }
         loop {
             match self.wait().await {
