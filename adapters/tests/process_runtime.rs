@@ -567,12 +567,18 @@ async fn stop_honours_sigterm_and_escalates_to_sigkill() {
 
     let polite = spec(
         "polite",
-        sh("trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done"),
+        sh("trap 'echo got-term; exit 0' TERM; echo armed; while :; do sleep 0.05; done"),
         placement.clone(),
     );
     let id = adapter.create(&polite).await.unwrap();
     adapter.start(&id).await.unwrap();
     wait_event(&mut ev, &id, T, |k| matches!(k, K::Started { .. })).await;
+    // Started is the exec; a TERM before the shell set its trap would kill it outright.
+    let log = state.path().join("logs/daros-test.app.polite.0/output.log");
+    wait_until(T, "the trap to be set", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("armed"))
+    })
+    .await;
     let t0 = Instant::now();
     adapter.stop(&id, Duration::from_secs(10)).await.unwrap();
     assert!(
