@@ -49,12 +49,15 @@ struct KeptPorts {
     gossip: u16,
 }
 
-fn free_udp_port() -> Result<u16, ControlError> {
-    let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| ControlError::Startup(format!("choosing a loopback port: {e}")))?;
-    s.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| ControlError::Startup(format!("choosing a loopback port: {e}")))
+/// Two distinct free loopback ports: both sockets are held while the second is chosen.
+fn free_udp_ports() -> Result<(u16, u16), ControlError> {
+    let err = |e: std::io::Error| ControlError::Startup(format!("choosing a loopback port: {e}"));
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(err)?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(err)?;
+    Ok((
+        a.local_addr().map_err(err)?.port(),
+        b.local_addr().map_err(err)?.port(),
+    ))
 }
 
 /// Loopback ports for a node without configured addresses: chosen once, kept in
@@ -66,10 +69,8 @@ fn kept_ports(dir: &Path) -> Result<KeptPorts, ControlError> {
     {
         return Ok(p);
     }
-    let p = KeptPorts {
-        rpc: free_udp_port()?,
-        gossip: free_udp_port()?,
-    };
+    let (rpc, gossip) = free_udp_ports()?;
+    let p = KeptPorts { rpc, gossip };
     let text = serde_json::to_string(&p).map_err(|e| ControlError::Startup(e.to_string()))?;
     std::fs::write(&path, text)
         .map_err(|e| ControlError::Startup(format!("{}: {e}", path.display())))?;
