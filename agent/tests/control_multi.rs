@@ -12,11 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestRoot, darosctl, wait_for, wait_socket};
+use common::{SHOP, TestRoot, darosctl, shop_yaml, wait_for, wait_socket};
 use daros_gossip::testing::TestNet;
 use serde_json::Value;
-
-const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
 
 struct Host {
     name: String,
@@ -632,8 +630,8 @@ fn work_placed_on_a_follower_runs_there_and_reports_back() {
     let text = format!(
         "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata:\n  name: on-{t}\nspec:\n  \
          selector:\n    matchLabels: {{host: {t}}}\n---\n{}",
-        std::fs::read_to_string(SHOP)
-            .unwrap()
+        // its own directory (port 18080 is in the node's network namespace)
+        shop_yaml("shop", 18080, &dir.path().join("shop"), false)
             .replacen(
                 "spec:\n  quota:",
                 &format!("spec:\n  pools: [default, on-{t}]\n  quota:"),

@@ -11,10 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestPins, TestRoot, darosctl, darosd_command, wait_for};
+use common::{TestPins, TestRoot, darosctl, darosd_command, free_port, shop_yaml, wait_for};
 use serde_json::Value;
-
-const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
 
 /// darosd on a data dir that outlives the process (for restarts); SIGKILLed on drop.
 struct Node {
@@ -131,6 +129,12 @@ fn write_file(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+/// The sample shop as `app` on a port and a directory of this test's own: the two tests
+/// here (and others) run at once and would share 18080 and /tmp/daros-shop.
+fn shop_text(dir: &Path, app: &str) -> String {
+    shop_yaml(app, free_port(), &dir.join(app), false)
+}
+
 #[test]
 fn apply_get_describe_explain_whatif_over_the_socket() {
     let t = TestRoot::new("ctl-single");
@@ -145,7 +149,8 @@ fn apply_get_describe_explain_whatif_over_the_socket() {
     assert_eq!(members[0]["node_id"], "ctl-single");
     assert_eq!(members[0]["status"], "alive");
 
-    let out = node.ok(&["apply", "-f", SHOP]);
+    let shop = write_file(dir.path(), "shop.yaml", &shop_text(dir.path(), "shop"));
+    let out = node.ok(&["apply", "-f", &shop]);
     assert!(out.contains("applied (raft term"), "{out}");
     assert!(out.contains("Scheduled"), "{out}");
 
@@ -178,9 +183,7 @@ fn apply_get_describe_explain_whatif_over_the_socket() {
     assert!(e.contains("web/0 -> ctl-single"), "{e}");
 
     // what-if of a second application changes nothing.
-    let text = std::fs::read_to_string(SHOP)
-        .unwrap()
-        .replace("name: shop\n", "name: shop-two\n");
+    let text = shop_text(dir.path(), "shop-two");
     let f = write_file(dir.path(), "two.yaml", &text);
     let w = node.ok(&["what-if", "-f", &f]);
     assert!(w.contains("What-if (nothing was changed)"), "{w}");
@@ -195,7 +198,7 @@ fn apply_get_describe_explain_whatif_over_the_socket() {
     );
 
     // A bad spec: 400 naming the field; nothing accepted is lost.
-    let bad = std::fs::read_to_string(SHOP)
+    let bad = std::fs::read_to_string(&shop)
         .unwrap()
         .replace("priority: 100", "priority: lots");
     let f = write_file(dir.path(), "bad.yaml", &bad);
@@ -241,10 +244,9 @@ fn kill9_and_restart_keep_apps_versions_and_events() {
     let t = TestRoot::new("ctl-restart");
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::start(dir.path(), t.name());
-    node.ok(&["apply", "-f", SHOP]);
-    let v2 = std::fs::read_to_string(SHOP)
-        .unwrap()
-        .replace("priority: 100", "priority: 120");
+    let shop = shop_text(dir.path(), "shop");
+    node.ok(&["apply", "-f", &write_file(dir.path(), "shop.yaml", &shop)]);
+    let v2 = shop.replace("priority: 100", "priority: 120");
     let f = write_file(dir.path(), "v2.yaml", &v2);
     node.ok(&["apply", "-f", &f]);
     node.ok(&["rollback", "shop", "--to", "1"]);

@@ -22,11 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestPins, TestRoot, alive, darosctl, darosd_command, wait_for, wait_socket};
+use common::{
+    TestPins, TestRoot, alive, darosctl, darosd_command, free_port, shop_yaml, wait_for,
+    wait_socket,
+};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
-const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
 const LONG: Duration = Duration::from_secs(60);
 
 /// darosd on a fixed data dir, restartable (kill -9 and start again).
@@ -141,34 +143,6 @@ impl Drop for Agent {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The sample shop renamed to `app`, serving on `port` from `dir`; with
-/// `fail_init` its init job exits 3.
-fn shop_yaml(app: &str, port: u16, dir: &Path, fail_init: bool) -> String {
-    let mut y = std::fs::read_to_string(SHOP)
-        .unwrap()
-        .replace("name: shop\n", &format!("name: {app}\n"))
-        .replace("18080", &port.to_string())
-        .replace("/tmp/daros-shop", &dir.display().to_string());
-    assert!(y.contains(&format!("name: {app}\n")));
-    if fail_init {
-        let start = y.find("args: [\"-c\", \"mkdir -p").expect("init job args");
-        let end = start + y[start..].find('\n').unwrap();
-        y.replace_range(
-            start..end,
-            "args: [\"-c\", \"echo cannot prepare >&2; exit 3\"]",
-        );
-    }
-    y
-}
-
 fn phase(d: &Value) -> String {
     d["phase"].as_str().unwrap_or_default().to_string()
 }
@@ -185,6 +159,28 @@ fn instance<'a>(d: &'a Value, workload: &str) -> Option<&'a Value> {
 fn pids_of(t: &TestRoot, cgroup: &str) -> Vec<u32> {
     let cg = t.root.workload(cgroup).unwrap();
     t.backend().procs(&cg).unwrap_or_default()
+}
+
+/// The instance's main process: the one in its cgroup whose parent is outside it (httpd
+/// forks a child per request, the worker's shell forks `sleep`, so the set changes).
+fn main_pid(t: &TestRoot, cgroup: &str) -> u32 {
+    let pids = pids_of(t, cgroup);
+    let ppid = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let mains: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| ppid(*p).is_some_and(|pp| !pids.contains(&pp)))
+        .collect();
+    assert_eq!(mains.len(), 1, "one main process in {cgroup}: {pids:?}");
+    mains[0]
 }
 
 fn proc_cgroups(pid: u32) -> String {
@@ -240,11 +236,9 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
     // Each instance in its own cgroup under its class, in every hierarchy.
     let web_cg = "shop-team.shop.web-v1.0";
     let worker_cg = "shop-team.shop.worker-v1.0";
-    let web = pids_of(&t, web_cg);
-    let worker = pids_of(&t, worker_cg);
-    assert_eq!(web.len(), 1, "httpd -f is one process: {web:?}");
-    assert!(!worker.is_empty());
-    let cgs = proc_cgroups(web[0]);
+    let web = main_pid(&t, web_cg);
+    let worker = main_pid(&t, worker_cg);
+    let cgs = proc_cgroups(web);
     let hierarchies = t.backend().dirs(&CgroupPath::new(t.name()).unwrap()).len();
     assert_eq!(
         cgs.lines()
@@ -253,7 +247,7 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
         hierarchies,
         "{cgs}"
     );
-    assert!(proc_cgroups(worker[0]).contains(worker_cg));
+    assert!(proc_cgroups(worker).contains(worker_cg));
     for cg in [web_cg, worker_cg] {
         let q = a.json(&["qos", "get", &format!("managed/{cg}")]);
         assert_eq!(q["class"], "Burstable", "{q:#}");
@@ -284,7 +278,7 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
 
     // Killing the server: restarted per policy (new pid, restart count, events).
     rustix::process::kill_process(
-        rustix::process::Pid::from_raw(web[0] as i32).unwrap(),
+        rustix::process::Pid::from_raw(web as i32).unwrap(),
         rustix::process::Signal::KILL,
     )
     .unwrap();
@@ -293,10 +287,9 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
             .is_some_and(|i| i["restarts"].as_u64() == Some(1) && i["state"]["state"] == "ready")
             && phase(d) == "Running"
     });
-    let web2 = pids_of(&t, web_cg);
-    assert_eq!(web2.len(), 1);
-    assert_ne!(web2[0], web[0]);
-    assert!(!alive(web[0]));
+    let web2 = main_pid(&t, web_cg);
+    assert_ne!(web2, web);
+    assert!(!alive(web));
     let reasons: Vec<&str> = d["events"]
         .as_array()
         .unwrap()
@@ -310,17 +303,14 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
 
     // kill -9 of darosd, restart on the same data dir: re-adopted, same pids.
     a.kill9();
-    assert!(
-        alive(web2[0]) && alive(worker[0]),
-        "workloads outlive the agent"
-    );
+    assert!(alive(web2) && alive(worker), "workloads outlive the agent");
     a.spawn();
     a.wait_app("re-adopted and Running", "shop", |d| {
         phase(d) == "Running" && instance(d, "web").is_some_and(|i| i["state"]["state"] == "ready")
     });
     assert!(a.log().contains("re-adopted"), "{}", a.log());
-    assert_eq!(pids_of(&t, web_cg), web2, "not restarted");
-    assert_eq!(pids_of(&t, worker_cg), worker, "not restarted");
+    assert_eq!(main_pid(&t, web_cg), web2, "not restarted");
+    assert_eq!(main_pid(&t, worker_cg), worker, "not restarted");
 
     // Logs: the worker prints the page it fetched; -f streams new lines.
     let text = a.ctl_ok(&["logs", "shop-team/shop/worker", "--tail", "3"]);
@@ -360,8 +350,7 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
     // Delete: no process, no cgroup left in any hierarchy.
     a.ctl_ok(&["delete", "app", "shop"]);
     wait_for("everything gone", LONG, || {
-        (leftovers(&t).is_empty() && !alive(web2[0]) && worker.iter().all(|p| !alive(*p)))
-            .then_some(())
+        (leftovers(&t).is_empty() && !alive(web2) && !alive(worker)).then_some(())
     });
     let shims = Command::new("pgrep")
         .args(["-f", &format!("{}/data/runtime", dir.path().display())])

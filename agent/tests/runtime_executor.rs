@@ -279,8 +279,17 @@ fn instance_runs_in_its_classed_cgroup_restarts_by_attempt_and_leaves_nothing() 
         assert!(gen2 > generation);
         assert!(in_cgroup(pid2, &name));
 
-        // Logs through the executor, by instance and by workload shorthand.
-        let lines = ex.logs("acme/shop/web", Some(10)).await.unwrap();
+        // Logs through the executor, by instance and by workload shorthand; Ready is
+        // the start, the second run's line may still be on its way to the file.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let lines = loop {
+            let lines = ex.logs("acme/shop/web", Some(10)).await.unwrap();
+            let hellos = lines.iter().filter(|l| l.line.text == "hello").count();
+            if hellos >= 2 || Instant::now() > deadline {
+                break lines;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         assert!(
             lines.iter().filter(|l| l.line.text == "hello").count() >= 2,
             "{lines:?}"

@@ -424,3 +424,35 @@ pub fn darosctl(socket: &Path, args: &[&str]) -> std::process::Output {
         .args(args);
     cmd.output().expect("run darosctl")
 }
+
+/// The sample application (examples/shop.yaml).
+pub const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop.yaml");
+
+/// A loopback TCP port free right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The sample shop renamed to `app`, serving on `port` from `dir`; with
+/// `fail_init` its init job exits 3.
+pub fn shop_yaml(app: &str, port: u16, dir: &Path, fail_init: bool) -> String {
+    let mut y = std::fs::read_to_string(SHOP)
+        .unwrap()
+        .replace("name: shop\n", &format!("name: {app}\n"))
+        .replace("18080", &port.to_string())
+        .replace("/tmp/daros-shop", &dir.display().to_string());
+    assert!(y.contains(&format!("name: {app}\n")));
+    if fail_init {
+        let start = y.find("args: [\"-c\", \"mkdir -p").expect("init job args");
+        let end = start + y[start..].find('\n').unwrap();
+        y.replace_range(
+            start..end,
+            "args: [\"-c\", \"echo cannot prepare >&2; exit 3\"]",
+        );
+    }
+    y
+}
