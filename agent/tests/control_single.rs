@@ -49,8 +49,7 @@ impl Node {
             &log,
             &self.pins,
         );
-        cmd.args(["--node-name", "ctl-single"])
-            .env("DAROS_NET_ENABLED", "false");
+        cmd.args(["--node-name", "ctl-single"]);
         self.child = Some(cmd.spawn().expect("spawn darosd"));
         // Ready once the coordinator answers (a leader exists and has applied).
         wait_for("darosd control plane", Duration::from_secs(30), || {

@@ -281,7 +281,10 @@ pub fn darosd_command(
         cmd.env_remove(k);
     }
     let (key, dir) = pins.env();
-    cmd.env(key, dir);
+    // No eBPF datapath unless a test asks (`DAROS_NET_ENABLED=true`): the net_* tests cover
+    // it, and every extra sched_switch program with its task storage slows every switch
+    // and can make another test's run-queue accounting miss slices.
+    cmd.env(key, dir).env("DAROS_NET_ENABLED", "false");
     cmd.arg("--socket")
         .arg(socket)
         .arg("--data-dir")
