@@ -161,8 +161,10 @@ fn counters_equal_the_bytes_sent_in_the_api_top_and_metrics() {
         rq.waits_total,
         rq.wait_max_seconds * 1e3
     );
+    // A ~40 ms sample: a few scheduler ticks of start-up and exit slices are within it; the
+    // 5 % agreement on a long sample is ebpf_sched's on_cpu_time_matches_cpu_stat.
     assert!(
-        cgroup_cpu > 0.0 && (rq.oncpu_seconds_total - cgroup_cpu).abs() < 0.05 * cgroup_cpu + 0.002,
+        cgroup_cpu > 0.0 && (rq.oncpu_seconds_total - cgroup_cpu).abs() < 0.05 * cgroup_cpu + 0.010,
         "on-CPU {} s vs cgroup {cgroup_cpu} s",
         rq.oncpu_seconds_total
     );
