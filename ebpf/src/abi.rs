@@ -164,7 +164,7 @@ impl Default for SchedStatsRaw {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TaskTs {
     pub enqueued_ns: u64,
-    pub oncpu_since_ns: u64,
+    pub runtime_seen: u64,
 }
 
 macro_rules! pod {
@@ -243,7 +243,7 @@ mod tests {
             "cg_meta" => Meta { abi, max_slots, object_hash, created_unix_ns, _reserved },
             "cg_event" => EventRaw { ts_ns, cgroup_id, kind, dir, value },
             "cg_sched_stats" => SchedStatsRaw { oncpu_ns, slices, wait_ns, waits, wait_max_ns, _pad, wait_hist },
-            "cg_task_ts" => TaskTs { enqueued_ns, oncpu_since_ns },
+            "cg_task_ts" => TaskTs { enqueued_ns, runtime_seen },
         );
         assert_eq!(
             C_LAYOUT.len(),

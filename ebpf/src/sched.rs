@@ -67,7 +67,8 @@ fn shapes() -> [MapShape; 4] {
 /// Scheduler statistics of one cgroup since its entry was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SchedStats {
-    /// Time its tasks spent on a CPU (charged when a task is switched out).
+    /// Time its tasks spent on a CPU as the scheduler charged it (the growth of each task's
+    /// `sum_exec_runtime`, the source of `cpu.stat`), added when a task is switched out.
     pub oncpu_ns: u64,
     /// Number of times one of its tasks was switched out.
     pub slices: u64,

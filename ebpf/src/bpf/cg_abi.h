@@ -133,7 +133,12 @@ struct cg_sched_stats {
 
 struct cg_task_ts {
 	__u64 enqueued_ns; /* 0 = not waiting */
-	__u64 oncpu_since_ns;
+	/* The task's se.sum_exec_runtime when last charged, with CG_RUNTIME_SEEN set;
+	 * without that bit (0, or a timestamp pinned by an older build) there is no
+	 * baseline yet. */
+	__u64 runtime_seen;
 };
+
+#define CG_RUNTIME_SEEN (1ULL << 63)
 
 #endif

@@ -3,8 +3,13 @@
  * Per-cgroup on-CPU time and run-queue wait from the scheduler tracepoints.
  *
  * sched_wakeup/sched_wakeup_new stamp the task's enqueue time; sched_switch
- * charges the run-queue wait to `next` and the finished slice to `prev`, both
- * keyed by the task's cgroup in the default (v2) hierarchy.
+ * charges the run-queue wait to `next` and the CPU time of `prev` since its
+ * last charge, both keyed by the task's cgroup in the default (v2) hierarchy.
+ *
+ * CPU time is the growth of the task's se.sum_exec_runtime, the figure cpu.stat
+ * is built from: a clock of our own (bpf_ktime) runs at another rate on some
+ * hosts and counts interrupt and steal time the scheduler leaves out, and a
+ * switch we miss would lose its slice instead of deferring it to the next one.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -87,13 +92,27 @@ static __always_inline __u32 cg_log2(__u64 v)
 	return r;
 }
 
+static __always_inline __u64 cg_runtime(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, se.sum_exec_runtime);
+}
+
+/* Starts counting a task's CPU time from now if nothing counts it yet. */
+static __always_inline void cg_baseline(struct cg_task_ts *ts, struct task_struct *t)
+{
+	if (!(ts->runtime_seen & CG_RUNTIME_SEEN))
+		ts->runtime_seen = cg_runtime(t) | CG_RUNTIME_SEEN;
+}
+
 static __always_inline void cg_enqueue(struct task_struct *t, __u64 now)
 {
 	if (t->pid == 0)
 		return;
 	struct cg_task_ts *ts = bpf_task_storage_get(&cg_task_ts, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (ts)
+	if (ts) {
 		ts->enqueued_ns = now;
+		cg_baseline(ts, t);
+	}
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -124,16 +143,21 @@ int cg_sched_switch(__u64 *ctx)
 	if (prev->pid != 0) {
 		ts = bpf_task_storage_get(&cg_task_ts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (ts) {
-			__u64 since = ts->oncpu_since_ns;
-			ts->oncpu_since_ns = 0;
+			__u64 seen = ts->runtime_seen;
+			/* put_prev_task has brought sum_exec_runtime up to this switch. */
+			__u64 runtime = cg_runtime(prev);
+			ts->runtime_seen = runtime | CG_RUNTIME_SEEN;
 			/* Still runnable (preempted or yielded): it waits in the run queue from now. */
 			if (preempt || cg_task_state(prev) == TASK_RUNNING)
 				ts->enqueued_ns = now;
-			if (since && now > since) {
-				s = cg_stats(cg_task_cgroup(prev));
-				if (s) {
-					__sync_fetch_and_add(&s->oncpu_ns, now - since);
-					__sync_fetch_and_add(&s->slices, 1);
+			if (seen & CG_RUNTIME_SEEN) {
+				seen &= ~CG_RUNTIME_SEEN;
+				if (runtime > seen) {
+					s = cg_stats(cg_task_cgroup(prev));
+					if (s) {
+						__sync_fetch_and_add(&s->oncpu_ns, runtime - seen);
+						__sync_fetch_and_add(&s->slices, 1);
+					}
 				}
 			}
 		}
@@ -144,7 +168,8 @@ int cg_sched_switch(__u64 *ctx)
 	ts = bpf_task_storage_get(&cg_task_ts, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!ts)
 		return 0;
-	ts->oncpu_since_ns = now;
+	/* A task that ran before the programs did starts counting here. */
+	cg_baseline(ts, next);
 	__u64 enq = ts->enqueued_ns;
 	if (!enq || now < enq)
 		return 0;

@@ -22,8 +22,13 @@ struct css_set {
 	struct cgroup *dfl_cgrp; /* the task's cgroup in the v2 (default) hierarchy */
 };
 
+struct sched_entity {
+	__u64 sum_exec_runtime; /* what the scheduler charged the task, cpu.stat's source */
+};
+
 struct task_struct {
 	unsigned int __state;
+	struct sched_entity se;
 	int pid;
 	int tgid;
 	struct css_set *cgroups;
