@@ -7,51 +7,39 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{TestPins, TestRoot, darosctl, darosd_command, free_port, shop_yaml, wait_for};
+use common::{RestartableDarosd, TestRoot, free_port, shop_yaml, wait_for};
 use serde_json::Value;
 
 /// darosd on a data dir that outlives the process (for restarts); SIGKILLed on drop.
-struct Node {
-    child: Option<Child>,
-    dir: PathBuf,
-    socket: PathBuf,
-    root: String,
-    starts: u32,
-    pins: TestPins,
+struct Node(RestartableDarosd);
+
+impl std::ops::Deref for Node {
+    type Target = RestartableDarosd;
+    fn deref(&self) -> &RestartableDarosd {
+        &self.0
+    }
 }
 
 impl Node {
     fn start(dir: &Path, root: &str) -> Self {
-        let mut n = Node {
-            child: None,
-            dir: dir.to_path_buf(),
-            socket: dir.join("run/agent.sock"),
-            root: root.to_string(),
-            starts: 0,
-            pins: TestPins::new("ctl-single"),
-        };
+        let mut n = Node(RestartableDarosd::new(
+            dir,
+            root,
+            "ctl-single",
+            &["--node-name", "ctl-single"],
+            &[],
+        ));
         n.spawn();
         n
     }
 
+    /// Starts darosd; ready once the coordinator answers (a leader exists and has applied).
     fn spawn(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
-        self.starts += 1;
-        let log = self.dir.join(format!("darosd-{}.log", self.starts));
-        let mut cmd = darosd_command(
-            &self.socket,
-            &self.dir.join("data"),
-            &self.root,
-            &log,
-            &self.pins,
-        );
-        cmd.args(["--node-name", "ctl-single"]);
-        self.child = Some(cmd.spawn().expect("spawn darosd"));
-        // Ready once the coordinator answers (a leader exists and has applied).
+        self.0.spawn();
         wait_for("darosd control plane", Duration::from_secs(30), || {
             let out = self.ctl(&["-o", "json", "get", "nodes"]);
             let nodes: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -60,26 +48,11 @@ impl Node {
     }
 
     fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap(); // SIGKILL
-            c.wait().unwrap();
-        }
-    }
-
-    fn ctl(&self, args: &[&str]) -> std::process::Output {
-        darosctl(&self.socket, args)
+        self.0.kill9();
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.ctl(args);
-        assert!(
-            out.status.success(),
-            "darosctl {args:?} failed: {}{}\nlog:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        String::from_utf8(out.stdout).unwrap()
+        self.ctl_ok(args)
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -108,17 +81,6 @@ impl Node {
             .collect();
             left.is_empty().then_some(())
         });
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 

@@ -19,26 +19,23 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{
-    TestPins, TestRoot, alive, darosctl, darosd_command, free_port, shop_yaml, wait_for,
-    wait_socket,
-};
+use common::{RestartableDarosd, TestRoot, alive, free_port, shop_yaml, wait_for, wait_socket};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(60);
 
 /// darosd on a fixed data dir, restartable (kill -9 and start again).
-struct Agent {
-    child: Option<Child>,
-    dir: PathBuf,
-    socket: PathBuf,
-    root: String,
-    starts: u32,
-    pins: TestPins,
+struct Agent(RestartableDarosd);
+
+impl std::ops::Deref for Agent {
+    type Target = RestartableDarosd;
+    fn deref(&self) -> &RestartableDarosd {
+        &self.0
+    }
 }
 
 impl Agent {
@@ -49,55 +46,24 @@ impl Agent {
             "{} missing: run `cargo build -p daros-adapters --bin daros-shim`",
             shim.display()
         );
-        let mut a = Agent {
-            child: None,
-            dir: dir.to_path_buf(),
-            socket: dir.join("run/agent.sock"),
-            root: root.to_string(),
-            starts: 0,
-            pins: TestPins::new("e2e-shop"),
-        };
+        let mut a = Agent(RestartableDarosd::new(
+            dir,
+            root,
+            "e2e-shop",
+            &[],
+            &[("DAROS_RUNTIME_STOP_GRACE", "2s")],
+        ));
         a.spawn();
         a
     }
 
     fn spawn(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
-        self.starts += 1;
-        let log = self.dir.join(format!("darosd-{}.log", self.starts));
-        let mut cmd = darosd_command(
-            &self.socket,
-            &self.dir.join("data"),
-            &self.root,
-            &log,
-            &self.pins,
-        );
-        cmd.env("DAROS_RUNTIME_STOP_GRACE", "2s");
-        self.child = Some(cmd.spawn().expect("spawn darosd"));
+        self.0.spawn();
         wait_socket("darosd socket", &self.socket, LONG);
     }
 
     fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn ctl(&self, args: &[&str]) -> std::process::Output {
-        darosctl(&self.socket, args)
-    }
-
-    fn ctl_ok(&self, args: &[&str]) -> String {
-        let out = self.ctl(args);
-        assert!(
-            out.status.success(),
-            "darosctl {args:?}: {}\n{}\nlog:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.0.kill9();
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -108,11 +74,6 @@ impl Agent {
 
     fn describe(&self, app: &str) -> Value {
         self.json(&["describe", "app", app])
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
-            .unwrap_or_default()
     }
 
     /// Waits until `ok` holds for `app`'s description; on timeout the panic shows the
@@ -134,12 +95,6 @@ impl Agent {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 

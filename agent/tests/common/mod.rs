@@ -459,3 +459,88 @@ pub fn shop_yaml(app: &str, port: u16, dir: &Path, fail_init: bool) -> String {
     }
     y
 }
+
+/// A darosd a test can `kill -9` and start again on the same socket, data dir, managed root
+/// and pins (each start logs to its own file); SIGKILLed on drop. Callers wait for the
+/// readiness they need after [`RestartableDarosd::spawn`].
+pub struct RestartableDarosd {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub root: String,
+    starts: u32,
+    pins: TestPins,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl RestartableDarosd {
+    /// Not started yet; `args` and `env` are added to every start.
+    pub fn new(dir: &Path, root: &str, tag: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        RestartableDarosd {
+            child: None,
+            dir: dir.to_path_buf(),
+            socket: dir.join("run/agent.sock"),
+            root: root.to_string(),
+            starts: 0,
+            pins: TestPins::new(tag),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// Starts darosd (a stale socket of the last run removed first).
+    pub fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        self.starts += 1;
+        let log = self.dir.join(format!("darosd-{}.log", self.starts));
+        let mut cmd = darosd_command(
+            &self.socket,
+            &self.dir.join("data"),
+            &self.root,
+            &log,
+            &self.pins,
+        );
+        cmd.args(&self.args).envs(self.env.iter().cloned());
+        self.child = Some(cmd.spawn().expect("spawn darosd"));
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    pub fn ctl(&self, args: &[&str]) -> std::process::Output {
+        darosctl(&self.socket, args)
+    }
+
+    /// darosctl's stdout; a failure panics with its output and the agent's log.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "darosctl {args:?} failed: {}{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The log of the current (last) start.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RestartableDarosd {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
