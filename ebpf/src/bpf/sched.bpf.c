@@ -150,14 +150,12 @@ int cg_sched_switch(__u64 *ctx)
 			/* Still runnable (preempted or yielded): it waits in the run queue from now. */
 			if (preempt || cg_task_state(prev) == TASK_RUNNING)
 				ts->enqueued_ns = now;
-			if (seen & CG_RUNTIME_SEEN) {
-				seen &= ~CG_RUNTIME_SEEN;
-				if (runtime > seen) {
-					s = cg_stats(cg_task_cgroup(prev));
-					if (s) {
-						__sync_fetch_and_add(&s->oncpu_ns, runtime - seen);
-						__sync_fetch_and_add(&s->slices, 1);
-					}
+			__u64 base = seen & ~CG_RUNTIME_SEEN;
+			if ((seen & CG_RUNTIME_SEEN) && runtime > base) {
+				s = cg_stats(cg_task_cgroup(prev));
+				if (s) {
+					__sync_fetch_and_add(&s->oncpu_ns, runtime - base);
+					__sync_fetch_and_add(&s->slices, 1);
 				}
 			}
 		}
