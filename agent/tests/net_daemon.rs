@@ -24,6 +24,13 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+fn unix_ms() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(d.as_millis()).unwrap()
+}
+
 fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -103,38 +110,52 @@ fn counters_equal_the_bytes_sent_in_the_api_top_and_metrics() {
     let (sent, got) = traffic(&t, "snd", "sink", None, &["--bytes", &payload.to_string()]);
     assert_eq!((sent.bytes, got.bytes), (payload, payload));
 
-    // The sampler publishes every 200 ms.
-    let snd = wait_for(
-        "the sender's bytes in the API",
+    // Both ends have exited: a sample begun after now holds their final counters, the
+    // sender's and the sink's from the same tick (one taken while the last skb or ACK was
+    // still in flight, or the sender's last slice not yet charged, would not add up).
+    let exited_ms = unix_ms();
+    let list = wait_for(
+        "a sample taken after both ends exited",
         Duration::from_secs(10),
         || {
-            let w = a.workload("managed/snd");
-            (w.sample.network.as_ref()?.egress.bytes_total >= payload).then_some(w)
+            let l: WorkloadList = a.get("/v1/workloads");
+            (l.sampled_at_unix_ms > exited_ms).then_some(l)
         },
     );
-    let sink = a.workload("managed/sink");
+    let of = |id: &str| {
+        list.workloads
+            .iter()
+            .find(|w| w.id == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} in {list:?}"))
+    };
+    let (snd, sink) = (of("managed/snd"), of("managed/sink"));
     let (sn, kn) = (
         snd.sample.network.clone().unwrap(),
         sink.sample.network.clone().unwrap(),
     );
     println!(
-        "payload {payload} B; API: sender egress {} B in {} skbs, sink ingress {} B in {} packets, sink egress (ACKs) {} B",
+        "payload {payload} B, {} B retransmitted; API: sender egress {} B in {} skbs, sink ingress {} B in {} packets, sink egress (ACKs) {} B",
+        sent.retrans_bytes,
         sn.egress.bytes_total,
         sn.egress.packets_total,
         kn.ingress.bytes_total,
         kn.ingress.packets_total,
         kn.egress.bytes_total
     );
-    // L3 bytes = payload + IP/TCP headers of 64 KiB GSO skbs (~0.1%)
+    // L3 bytes = payload + what TCP sent again + IP/TCP headers of 64 KiB GSO skbs (~0.1%)
+    let on_wire = (payload + sent.retrans_bytes) as f64;
     let e = sn.egress.bytes_total as f64;
     assert!(
-        rel(e, payload as f64) < 0.01,
-        "sender egress {e} vs payload {payload}"
+        e >= on_wire && rel(e, on_wire) < 0.01,
+        "sender egress {e} vs payload {payload} + {} retransmitted",
+        sent.retrans_bytes
     );
     let i = kn.ingress.bytes_total as f64;
     assert!(
-        i >= payload as f64 && rel(i, payload as f64) < 0.01,
-        "sink ingress {i} vs payload {payload}"
+        i >= on_wire && rel(i, on_wire) < 0.01,
+        "sink ingress {i} vs payload {payload} + {} retransmitted",
+        sent.retrans_bytes
     );
     assert!(
         rel(sn.ingress.bytes_total as f64, kn.egress.bytes_total as f64).abs() < 0.01,

@@ -73,8 +73,12 @@ fn counters_equal_the_bytes_on_the_wire_within_1_percent() {
     let wire_l3 = lo_bytes - 14 * lo_packets;
     let ours = snd.egress.bytes + rcv.egress.bytes;
     println!(
-        "payload {payload} B; egress counted: sender {} B in {} skbs, receiver {} B in {} skbs; lo: {lo_bytes} B in {lo_packets} packets",
-        snd.egress.bytes, snd.egress.packets, rcv.egress.bytes, rcv.egress.packets
+        "payload {payload} B, {} B retransmitted; egress counted: sender {} B in {} skbs, receiver {} B in {} skbs; lo: {lo_bytes} B in {lo_packets} packets",
+        sent.retrans_bytes,
+        snd.egress.bytes,
+        snd.egress.packets,
+        rcv.egress.bytes,
+        rcv.egress.packets
     );
     let within = |a: u64, b: u64| (a as f64 - b as f64).abs() / b as f64;
     assert!(
@@ -84,11 +88,14 @@ fn counters_equal_the_bytes_on_the_wire_within_1_percent() {
     // Egress sees TSO/GSO skbs before segmentation (lo's MTU splits those above 64 KiB);
     // ingress sees what lo delivered, packet for packet.
     assert!(within(snd.ingress.packets + rcv.ingress.packets, lo_packets) < 0.01);
-    // the sender's counter = payload + headers (TSO/GSO skbs carry up to 64 KiB each)
+    // the sender's counter = payload + what TCP sent again + headers (TSO/GSO skbs carry
+    // up to 64 KiB each)
+    let on_wire = payload + sent.retrans_bytes;
     assert!(
-        snd.egress.bytes >= payload && within(snd.egress.bytes, payload) < 0.01,
-        "{} vs {payload}",
-        snd.egress.bytes
+        snd.egress.bytes >= on_wire && within(snd.egress.bytes, on_wire) < 0.01,
+        "{} vs {payload} + {} retransmitted",
+        snd.egress.bytes,
+        sent.retrans_bytes
     );
     // what one side sends the other receives, skb for skb
     assert!(within(rcv.ingress.bytes, snd.egress.bytes) < 0.01);

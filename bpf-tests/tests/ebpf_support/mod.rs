@@ -392,6 +392,8 @@ impl Receiver {
 #[derive(Debug, Clone, Copy)]
 pub struct SendReport {
     pub bytes: u64,
+    /// Bytes TCP sent again (TCP_INFO), which the datapath counts as well.
+    pub retrans_bytes: u64,
     pub start_ns: u64,
     pub end_ns: u64,
 }
@@ -410,6 +412,7 @@ pub fn send_report(out: &str) -> SendReport {
         serde_json::from_str(out.lines().last().expect("sender report")).unwrap();
     SendReport {
         bytes: v["bytes"].as_u64().unwrap(),
+        retrans_bytes: v["retrans_bytes"].as_u64().unwrap(),
         start_ns: v["start_ns"].as_u64().unwrap(),
         end_ns: v["end_ns"].as_u64().unwrap(),
     }
