@@ -376,6 +376,14 @@ fn memory_floor_keeps_the_working_set_and_is_lost_without_qos() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// The GP's mean read rate over `n` one-second windows, once it is reading.
+fn io_rate(d: &Path, dev: &str, n: usize) -> f64 {
+    wait_for("the GP to read", Duration::from_secs(20), || {
+        (rbytes(d, dev) > 8 << 20).then_some(())
+    });
+    mean(&windows(n, Duration::from_secs(1), || rbytes(d, dev), 1.0))
+}
+
 /// The GP of the IO scenario: direct reads of `file`, as fast as it can.
 fn io_gp(p: &Phase, file: &Path) -> common::Proc {
     p.t.spawn(
@@ -427,16 +435,7 @@ fn io_floor_holds_with_the_protection_loop_and_is_lost_without_it() {
         let p = Phase::new("qos-io-solo", None);
         p.t.workload("gp");
         let _gp = io_gp(&p, &gp_file);
-        let d = p.dir("gp");
-        wait_for("the GP to read", Duration::from_secs(20), || {
-            (rbytes(&d, &dev) > 8 << 20).then_some(())
-        });
-        mean(&windows(
-            3,
-            Duration::from_secs(1),
-            || rbytes(&d, &dev),
-            1.0,
-        ))
+        io_rate(&p.dir("gp"), &dev, 3)
     };
     let floor = (solo * 0.4) as u64;
     // The hog keeps 24 MiB of reads in flight against the GP's one: without the loop it
@@ -465,15 +464,7 @@ fn io_floor_holds_with_the_protection_loop_and_is_lost_without_it() {
         // What the disk gives the GP alone under this agent, before the hog and after it
         // (below): the emulated disk's speed follows the host's load from one minute to
         // the next, so the run is judged against both edges.
-        wait_for("the GP to read", Duration::from_secs(20), || {
-            (rbytes(&d, &dev) > 8 << 20).then_some(())
-        });
-        let before = mean(&windows(
-            2,
-            Duration::from_secs(1),
-            || rbytes(&d, &dev),
-            1.0,
-        ));
+        let before = io_rate(&d, &dev, 2);
         let hog_proc = p.t.spawn("hog", &hog_cmd);
         let started = Instant::now();
         while rbytes(&h, &dev) < 4 << 20 {
@@ -509,12 +500,7 @@ fn io_floor_holds_with_the_protection_loop_and_is_lost_without_it() {
             read(&h.join("cgroup.procs")).is_empty().then_some(())
         });
         std::thread::sleep(Duration::from_millis(500)); // the hog's queued requests drain
-        let after = mean(&windows(
-            3,
-            Duration::from_secs(1),
-            || rbytes(&d, &dev),
-            1.0,
-        ));
+        let after = io_rate(&d, &dev, 3);
         let alone = (before + after) / 2.0;
         Run {
             gp: v,
