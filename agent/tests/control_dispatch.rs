@@ -85,7 +85,12 @@ fn node() -> ExecutionNode {
 }
 
 async fn phase(p: &ControlPlane) -> String {
-    let apps = p.query(ControlQuery::Apps).await.unwrap();
+    let apps = p
+        .query(ControlQuery::Apps {
+            now: daros_agent::control::plane::now(),
+        })
+        .await
+        .unwrap();
     apps[0]["phase"].as_str().unwrap_or_default().to_string()
 }
 
@@ -177,6 +182,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "web",
         NodeReport::Instance {
             instance: web.instance.clone(),
+            placement: web.placement,
             attempt: 1,
             state: ObservedState::Ready,
         },
@@ -196,6 +202,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "worker",
         NodeReport::Instance {
             instance: worker.instance.clone(),
+            placement: worker.placement,
             attempt: 1,
             state: ObservedState::Ready,
         },
@@ -211,6 +218,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "worker",
         NodeReport::Instance {
             instance: worker.instance.clone(),
+            placement: worker.placement,
             attempt: 1,
             state: ObservedState::Ready,
         },
@@ -220,6 +228,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "worker",
         NodeReport::Instance {
             instance: worker.instance.clone(),
+            placement: worker.placement,
             attempt: 1,
             state: ObservedState::Exited { code: 3 },
         },
@@ -243,6 +252,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "worker",
         NodeReport::Instance {
             instance: worker.instance.clone(),
+            placement: worker.placement,
             attempt: 1,
             state: ObservedState::Exited { code: 9 },
         },

@@ -222,6 +222,7 @@ fn instance_runs_in_its_classed_cgroup_restarts_by_attempt_and_leaves_nothing() 
             cur,
             vec![NodeReport::Instance {
                 instance: id.parse().unwrap(),
+                placement: 0,
                 attempt: 1,
                 state: ObservedState::Ready
             }]
@@ -481,6 +482,7 @@ fn a_new_executor_readopts_running_instances_without_restarting_them() {
             ex.current().await,
             vec![NodeReport::Instance {
                 instance: id.parse().unwrap(),
+                placement: 0,
                 attempt: 1,
                 state: ObservedState::Ready
             }]

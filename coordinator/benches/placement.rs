@@ -277,7 +277,7 @@ fn run(batches: usize, start_apps: bool) -> Run {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = thread_cpu_seconds().unwrap_or(0.0) - cpu0;
-    let apps = c.list_apps();
+    let apps = c.list_apps(Timestamp(0));
     let instances: usize = apps.iter().map(|a| a.instances as usize).sum();
     let first_failure = apps
         .iter()

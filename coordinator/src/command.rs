@@ -5,7 +5,7 @@ use crate::decision::DecisionId;
 use crate::lifecycle::LifecycleEvent;
 use crate::model::names::AppKey;
 use crate::model::node::ExecutionNode;
-use crate::reconcile::{InitJobId, InstanceId, ObservedState, RuntimeAction};
+use crate::reconcile::{InitJobId, InstanceId, ObservedState, PlacementId, RuntimeAction};
 use crate::spec::Document;
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +106,9 @@ pub enum Command {
     ReportWorkload {
         /// The instance.
         instance: InstanceId,
+        /// The placement the report is about (0: unknown, matched by version).
+        #[serde(default)]
+        placement: PlacementId,
         /// Its state.
         state: ObservedState,
     },

@@ -455,7 +455,7 @@ fn what_if_changes_nothing_and_suggests() {
         .find(|e| e.accepted && !e.placements.is_empty())
         .unwrap();
     assert_eq!(placed.placements[0].selected.as_deref(), Some("n1"));
-    assert!(c.list_apps().is_empty());
+    assert!(c.list_apps(Timestamp(0)).is_empty());
 }
 
 #[test]
@@ -472,7 +472,7 @@ fn bad_commands_change_nothing() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("unknown tenant \"nobody\""), "{e}");
-    assert!(c.list_apps().is_empty());
+    assert!(c.list_apps(Timestamp(0)).is_empty());
     // A document built in code is validated too.
     let mut app = spec::parse_application(
         &app_yaml("acme", "a", 1, &[("w", "1", 1, &[])]),

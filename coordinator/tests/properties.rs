@@ -296,7 +296,7 @@ fn run(s: &Scenario) -> (Vec<String>, Coordinator) {
     log.push(format!("{r:?}"));
     for step in &s.steps {
         now += 7;
-        let apps = c.list_apps();
+        let apps = c.list_apps(Timestamp(0));
         let cmd = match step {
             Step::ApplyApps(ix) => {
                 let mut y = String::new();
@@ -346,6 +346,7 @@ fn run(s: &Scenario) -> (Vec<String>, Coordinator) {
                 };
                 Command::ReportWorkload {
                     instance: id,
+                    placement: 0,
                     state,
                 }
             }
@@ -380,6 +381,7 @@ fn run(s: &Scenario) -> (Vec<String>, Coordinator) {
                     let r = c.apply(
                         Command::ReportWorkload {
                             instance: i.id.clone(),
+                            placement: 0,
                             state: ObservedState::Running,
                         },
                         Timestamp(now),
@@ -447,7 +449,7 @@ fn snapshot(c: &Coordinator) -> String {
         .collect();
     format!(
         "{:?}|{}|{}|{:?}|{:?}",
-        c.list_apps(),
+        c.list_apps(Timestamp(0)),
         c.events().len(),
         c.decisions().len(),
         c.tenants()
@@ -551,7 +553,7 @@ fn check_invariants(c: &Coordinator, s: &Scenario) {
     }
     // Quotas never exceeded; charges add up; instances within charge.
     let mut placed_per_tenant: BTreeMap<String, u32> = BTreeMap::new();
-    for a in c.list_apps() {
+    for a in c.list_apps(Timestamp(0)) {
         let d = c.describe(&a.app, Timestamp(0)).unwrap();
         if !a.phase.holds_quota() {
             assert_eq!(

@@ -55,6 +55,7 @@ fn replayed_json_commands_give_the_same_state_and_outcomes() {
         &mut leader,
         Command::ReportWorkload {
             instance: web,
+            placement: 0,
             state: ObservedState::Ready,
         },
         3,
@@ -75,7 +76,7 @@ fn replayed_json_commands_give_the_same_state_and_outcomes() {
         replayed.push(serde_json::to_string(&out).unwrap());
     }
     assert_eq!(replayed, outcomes);
-    assert_eq!(leader.list_apps(), follower.list_apps());
+    assert_eq!(leader.list_apps(t(0)), follower.list_apps(t(0)));
     assert_eq!(leader.decisions(), follower.decisions());
     assert_eq!(leader.events(), follower.events());
     // Outcomes are data too.

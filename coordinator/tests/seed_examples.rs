@@ -212,8 +212,8 @@ fn constraint_no_upstream_scale_while_downstream_not_ready() {
     // db goes down (restarting): scaling web up is refused.
     report(&mut c, &db, ObservedState::Exited { code: 1 }, 4);
     assert_eq!(c.phase(&k), Some(Phase::Degraded));
-    // Scale is not even accepted in Degraded (table); restore first.
-    let e = operate(
+    // Degraded accepts Scale, but not upward while db is not ready.
+    let out = operate(
         &mut c,
         &k,
         OperationRequest::Scale {
@@ -222,8 +222,13 @@ fn constraint_no_upstream_scale_while_downstream_not_ready() {
         },
         5,
     )
-    .unwrap_err();
-    assert!(e.to_string().contains("Degraded accepts"), "{e}");
+    .unwrap();
+    assert!(
+        out.refusals[0]
+            .reason
+            .contains("dependency not ready: db (0/1 ready)"),
+        "{out:?}"
+    );
     report(&mut c, &db, ObservedState::Starting, 1005);
     let out = report(&mut c, &db, ObservedState::Running, 1006);
     assert_eq!(transitions(&out), ["Degraded->Running"]);
@@ -274,10 +279,37 @@ fn constraint_no_upstream_scale_while_downstream_not_ready() {
         1011,
     )
     .unwrap_err();
-    assert!(
-        e.to_string().contains("outside the spec's bounds 1..=4"),
-        "{e}"
+    assert_eq!(
+        e.to_string(),
+        "scale acme/shop workload web: 5 replicas is outside spec.workloads[web].replicas \
+         {min: 1, max: 4}; scale within it, to 0 to park the workload, or apply a spec with \
+         other bounds"
     );
+    // 0 parks web (below its min): its replicas stop, the application stays
+    // Running, and scaling back up places them again.
+    let out = operate(
+        &mut c,
+        &k,
+        OperationRequest::Scale {
+            workload: "web".into(),
+            replicas: 0,
+        },
+        1012,
+    )
+    .unwrap();
+    assert_eq!(stopped(&out).len(), 3, "{out:?}");
+    assert_eq!(c.phase(&k), Some(Phase::Running));
+    let out = operate(
+        &mut c,
+        &k,
+        OperationRequest::Scale {
+            workload: "web".into(),
+            replicas: 2,
+        },
+        1013,
+    )
+    .unwrap();
+    assert_eq!(started(&out).len(), 2, "{out:?}");
 }
 
 /// §2.4.4 "同一租户的应用之间需要公平调度" and §7.3.2: tenants share a pool by
@@ -313,7 +345,7 @@ fn constraint_fair_share_between_tenants_then_priority() {
         }
         apply(&mut c, &batch, 1);
         let placed = |t: &str| -> Vec<String> {
-            c.list_apps()
+            c.list_apps(Timestamp(0))
                 .into_iter()
                 .filter(|a| a.app.tenant == t && a.phase == Phase::Scheduled)
                 .map(|a| a.app.name)

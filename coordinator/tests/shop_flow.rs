@@ -129,10 +129,11 @@ fn failing_init_job_blocks_dependents_and_fails_the_app_with_its_reason() {
         .find(|(t, _)| t.name == "shop-team")
         .unwrap();
     assert_eq!(usage.workloads, 0);
-    // Failed accepts only Delete and Retry.
+    // Failed accepts a new spec, Delete and Retry; not Stop.
     let e = operate(&mut c, &shop, OperationRequest::Stop, 6).unwrap_err();
     assert!(
-        e.to_string().contains("Failed accepts: Delete, Retry"),
+        e.to_string()
+            .contains("Failed accepts: UpdateSpec, Delete, Retry"),
         "{e}"
     );
     // Retry goes back through admission and arbitration.

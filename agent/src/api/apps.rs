@@ -235,7 +235,13 @@ async fn apply(
 }
 
 async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(plane(&s)?.query(ControlQuery::Apps).await?))
+    Ok(Json(
+        plane(&s)?
+            .query(ControlQuery::Apps {
+                now: crate::control::plane::now(),
+            })
+            .await?,
+    ))
 }
 
 async fn nodes(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -31,6 +31,7 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
             .iter()
             .map(|i| DesiredInstance {
                 instance: i.instance.clone(),
+                placement: i.placement,
                 attempt: i.attempt,
                 not_before: i.not_before,
                 launch: i.launch.clone(),

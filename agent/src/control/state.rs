@@ -95,7 +95,11 @@ impl From<CoordinatorError> for Failure {
 #[serde(rename_all = "camelCase", tag = "query")]
 pub enum ControlQuery {
     /// Every application.
-    Apps,
+    Apps {
+        /// Reader's time (what waits is planned at it).
+        #[serde(default)]
+        now: Timestamp,
+    },
     /// One application at a time.
     Describe {
         /// Application.
@@ -200,11 +204,13 @@ fn report_command(c: &daros_coordinator::Coordinator, r: &NodeReport) -> Option<
         match r {
             NodeReport::Instance {
                 instance,
+                placement,
                 attempt,
                 state,
-            } => fresh(c.instance_status(instance), *attempt, state).then(|| {
+            } => fresh(c.instance_status(instance, *placement), *attempt, state).then(|| {
                 Command::ReportWorkload {
                     instance: instance.clone(),
+                    placement: *placement,
                     state: state.clone(),
                 }
             }),
@@ -230,7 +236,7 @@ impl CoordinatorState {
             })
         };
         match q {
-            ControlQuery::Apps => json(serde_json::to_value(c.list_apps())),
+            ControlQuery::Apps { now } => json(serde_json::to_value(c.list_apps(*now))),
             ControlQuery::Describe { app, now } => {
                 json(serde_json::to_value(c.describe(app, *now)?))
             }
@@ -307,6 +313,8 @@ impl ReplicatedState for CoordinatorState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daros_coordinator::ObservedState;
+    use daros_coordinator::state::desired::DesiredStart;
 
     const SHOP: &str = include_str!("../../../examples/shop.yaml");
 
@@ -363,6 +371,108 @@ mod tests {
         assert!(
             !a.desired_work()["n1"].jobs.is_empty() || !a.desired_work()["n1"].instances.is_empty()
         );
+    }
+
+    fn report(s: &mut CoordinatorState, index: u64, d: &DesiredStart, state: ObservedState) {
+        s.apply(
+            Stamped {
+                at: Timestamp(1_000 + index),
+                command: ControlCommand::Report {
+                    node: "n1".into(),
+                    report: NodeReport::Instance {
+                        instance: d.instance.clone(),
+                        placement: d.placement,
+                        attempt: d.attempt,
+                        state,
+                    },
+                },
+            },
+            LogPosition { term: 1, index },
+        )
+        .unwrap();
+    }
+
+    fn desired(s: &CoordinatorState, workload: &str) -> Option<DesiredStart> {
+        s.desired_work()["n1"]
+            .instances
+            .iter()
+            .find(|i| i.instance.workload == workload)
+            .cloned()
+    }
+
+    /// Issue 22: after a spec change the old version's "stopped" report reached
+    /// the state machine and was dropped as stale (the replica's version had
+    /// moved on), so the new version stayed pending forever.
+    #[test]
+    fn an_update_replaces_the_running_version() {
+        let (mut s, _) = CoordinatorState::new();
+        register_n1(&mut s);
+        apply_shop(&mut s, 2).unwrap();
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        s.apply(
+            Stamped {
+                at: Timestamp(1_003),
+                command: ControlCommand::Report {
+                    node: "n1".into(),
+                    report: NodeReport::InitJob {
+                        job: job.job.clone(),
+                        attempt: 1,
+                        state: ObservedState::Exited { code: 0 },
+                    },
+                },
+            },
+            LogPosition { term: 1, index: 3 },
+        )
+        .unwrap();
+        let web1 = desired(&s, "web").expect("web desired");
+        report(&mut s, 4, &web1, ObservedState::Ready);
+        let worker = desired(&s, "worker").expect("worker desired");
+        report(&mut s, 5, &worker, ObservedState::Ready);
+
+        // Only web's env changes.
+        let changed = SHOP.replace("env: {SHOP_ROLE: web}", "env: {SHOP_ROLE: web2}");
+        let documents = daros_coordinator::spec::parse(&changed, daros_coordinator::Format::Yaml)
+            .expect("parses");
+        s.apply(
+            Stamped {
+                at: Timestamp(1_006),
+                command: ControlCommand::Coordinator {
+                    command: Command::Apply {
+                        documents,
+                        start: true,
+                    },
+                },
+            },
+            LogPosition { term: 1, index: 6 },
+        )
+        .unwrap();
+        assert!(desired(&s, "web").is_none(), "old web stops first");
+        // The node tears v1 down and says so.
+        report(&mut s, 7, &web1, ObservedState::Stopped);
+        let job2 = s.desired_work()["n1"].jobs.clone();
+        for (i, j) in job2.iter().enumerate() {
+            s.apply(
+                Stamped {
+                    at: Timestamp(1_008),
+                    command: ControlCommand::Report {
+                        node: "n1".into(),
+                        report: NodeReport::InitJob {
+                            job: j.job.clone(),
+                            attempt: j.attempt,
+                            state: ObservedState::Exited { code: 0 },
+                        },
+                    },
+                },
+                LogPosition {
+                    term: 1,
+                    index: 8 + i as u64,
+                },
+            )
+            .unwrap();
+        }
+        let web2 = desired(&s, "web").expect("v2 of web starts");
+        assert_eq!(web2.instance.version, 2);
+        assert_ne!(web2.placement, web1.placement);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::pin::Pin;
 
 use daros_coordinator::Timestamp;
 use daros_coordinator::reconcile::{
-    InitJobId, InstanceId, JobLaunch, ObservedState, WorkloadLaunch,
+    InitJobId, InstanceId, JobLaunch, ObservedState, PlacementId, WorkloadLaunch,
 };
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,10 @@ pub use daros_gossip::fence::FenceToken;
 pub struct DesiredInstance {
     /// The instance (`tenant/app/workload/replica/vN`).
     pub instance: InstanceId,
+    /// Its placement. A different placement of an instance the executor runs
+    /// is a new run: the old one stops, this one starts at its attempt.
+    #[serde(default)]
+    pub placement: PlacementId,
     /// Start attempt, from 1. A higher attempt than the one the executor last
     /// started means: restart it (after `not_before`).
     pub attempt: u32,
@@ -74,6 +78,10 @@ pub enum NodeReport {
     Instance {
         /// The instance.
         instance: InstanceId,
+        /// The placement the state belongs to (the coordinator applies it to
+        /// that placement only).
+        #[serde(default)]
+        placement: PlacementId,
         /// The attempt the state belongs to.
         attempt: u32,
         /// Its state.

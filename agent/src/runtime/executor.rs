@@ -18,7 +18,7 @@ use daros_adapters::{
     RuntimeEventKind, RuntimeId, WorkloadInstanceSpec, WorkloadStatus,
 };
 use daros_coordinator::model::failure::{Failure, RuntimeFailure};
-use daros_coordinator::reconcile::ObservedState;
+use daros_coordinator::reconcile::{ObservedState, PlacementId};
 use tokio::sync::{broadcast, watch};
 use tracing::{info, warn};
 
@@ -77,6 +77,7 @@ fn report_of(rec: &ItemRecord) -> NodeReport {
     match &rec.target.subject {
         Subject::Instance(i) => NodeReport::Instance {
             instance: i.clone(),
+            placement: rec.placement,
             attempt: rec.attempt,
             state: rec.state.clone(),
         },
@@ -445,12 +446,14 @@ impl Core {
         tokio::spawn(async move { core.work(key, rx).await });
     }
 
-    async fn attempt_of(&self, key: &str) -> u32 {
+    /// The (placement, attempt) launched for `key`: a target above it is a
+    /// new run (a higher attempt, or a new placement of the same subject).
+    async fn launched(&self, key: &str) -> (PlacementId, u32) {
         self.items
             .lock()
             .await
             .get(key)
-            .map_or(0, |i| i.rec.attempt)
+            .map_or((0, 0), |i| (i.rec.placement, i.rec.attempt))
     }
 
     async fn work(self: Arc<Self>, key: String, mut rx: watch::Receiver<Option<Target>>) {
@@ -466,7 +469,7 @@ impl Core {
                     }
                     continue;
                 }
-                Some(t) if t.attempt > self.attempt_of(&key).await => {
+                Some(t) if (t.placement, t.attempt) > self.launched(&key).await => {
                     if let Some(nb) = t.not_before {
                         let wait = nb.0.saturating_sub(daros_adapters::time::now().0);
                         if wait > 0 {
@@ -519,6 +522,7 @@ impl Core {
                     let it = items.entry(key.to_string()).or_insert_with(|| Item {
                         rec: ItemRecord {
                             target: t.clone(),
+                            placement: t.placement,
                             attempt: t.attempt,
                             runtime_id: None,
                             cgroup: subject.cgroup_name(),
@@ -560,6 +564,7 @@ impl Core {
             let it = items.entry(key.to_string()).or_insert_with(|| Item {
                 rec: ItemRecord {
                     target: t.clone(),
+                    placement: t.placement,
                     attempt: 0,
                     runtime_id: None,
                     cgroup: subject.cgroup_name(),
@@ -568,6 +573,7 @@ impl Core {
                 min_generation: None,
             });
             it.rec.target = t.clone();
+            it.rec.placement = t.placement;
             it.rec.attempt = t.attempt;
             it.rec.state = ObservedState::Pending;
             self.set_state(key, it, ObservedState::Starting);

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use daros_adapters::RuntimeId;
-use daros_coordinator::reconcile::ObservedState;
+use daros_coordinator::reconcile::{ObservedState, PlacementId};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,9 @@ const FENCE: &str = "fence";
 pub struct ItemRecord {
     /// What it must be (the last desired target).
     pub target: Target,
+    /// The placement launched (instances).
+    #[serde(default)]
+    pub placement: PlacementId,
     /// The attempt launched (0: none yet).
     pub attempt: u32,
     /// The adapter's id once created.
@@ -199,10 +202,12 @@ mod tests {
         let rec = ItemRecord {
             target: Target {
                 subject: Subject::Job("acme/shop/web/init/migrate/v1".parse().unwrap()),
+                placement: 0,
                 attempt: 2,
                 not_before: None,
                 spec: TargetSpec::Job(Box::new(launch)),
             },
+            placement: 0,
             attempt: 2,
             runtime_id: None,
             cgroup: "acme.shop.web.init.migrate-v1".into(),

@@ -6,7 +6,7 @@
 
 use daros_adapters::{CgroupPlacement, InstanceKey, Placement, WorkloadInstanceSpec};
 use daros_coordinator::model::lifecycle_policy::{LifecyclePolicy, OnExhausted, RestartPolicy};
-use daros_coordinator::reconcile::{InitJobId, InstanceId, JobLaunch, WorkloadLaunch};
+use daros_coordinator::reconcile::{InitJobId, InstanceId, JobLaunch, PlacementId, WorkloadLaunch};
 use daros_coordinator::{Bytes, QosClass, ResourceProfile, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -98,6 +98,10 @@ pub enum TargetSpec {
 pub struct Target {
     /// What.
     pub subject: Subject,
+    /// The placement (instances; 0 for jobs): a new placement of the same
+    /// subject is a new run.
+    #[serde(default)]
+    pub placement: PlacementId,
     /// Attempt from 1.
     pub attempt: u32,
     /// Not before this time (restart backoff).
@@ -111,6 +115,7 @@ impl From<DesiredInstance> for Target {
     fn from(d: DesiredInstance) -> Self {
         Target {
             subject: Subject::Instance(d.instance),
+            placement: d.placement,
             attempt: d.attempt,
             not_before: d.not_before,
             spec: TargetSpec::Instance(Box::new(d.launch)),
@@ -122,6 +127,7 @@ impl From<DesiredJob> for Target {
     fn from(d: DesiredJob) -> Self {
         Target {
             subject: Subject::Job(d.job),
+            placement: 0,
             attempt: d.attempt,
             not_before: None,
             spec: TargetSpec::Job(Box::new(d.launch)),
@@ -259,6 +265,7 @@ mod tests {
         .unwrap();
         let t = Target {
             subject: Subject::Job("acme/shop/web/init/migrate/v1".parse().unwrap()),
+            placement: 0,
             attempt: 1,
             not_before: None,
             spec: TargetSpec::Job(Box::new(launch)),

@@ -2,10 +2,19 @@
 //! and §6.4 diagram): `(phase, input) -> next phase + actions`, or a typed
 //! refusal naming what the phase accepts.
 //!
-//! Beyond the diagram, two edges the table implies are explicit here:
-//! `Failed --Retry--> Created` (the table lists Retry for Failed; it goes
-//! back through admission) and `Scheduled --Stop--> Terminated` (the table
-//! lists Stop for Scheduled; §6.4.2 allows Terminated from any state).
+//! Beyond the diagram, edges the table implies or operators need are
+//! explicit here:
+//! - `Failed --Retry--> Created` (the table lists Retry for Failed; it goes
+//!   back through admission), and `Terminated --Start--> Created`: a stopped
+//!   application starts again the same way, keeping its versions and events;
+//! - `Scheduled --Stop--> Terminated` (the table lists Stop for Scheduled;
+//!   §6.4.2 allows Terminated from any state);
+//! - a Terminated or Failed application records a new spec version
+//!   (UpdateSpec, rollback) without running it; starting it is a separate
+//!   Start (or Retry);
+//! - Scale is accepted wherever replicas are placed (Scheduled, Running,
+//!   Degraded).
+//!
 //! Deleting a running application passes through Terminated first.
 
 use super::operation::{Operation, SystemEvent};
@@ -99,18 +108,19 @@ fn accepted(p: &Phase) -> String {
     }
 }
 
-/// Operations each phase accepts (§6.3.1 table; Rejected accepts Delete,
-/// its cleanup edge in §6.4).
+/// Operations each phase accepts (§6.3.1 table, with the edges listed in
+/// the module comment; Rejected accepts Delete, its cleanup edge in §6.4,
+/// and a re-apply replaces it). docs/coordinator.md prints this table.
 pub fn allowed_operations(phase: Phase) -> &'static [Operation] {
     use Operation::*;
     match phase {
         Phase::Created => &[UpdateSpec, Delete],
         Phase::Admitted => &[UpdateSpec, Delete, Start],
-        Phase::Scheduled => &[UpdateSpec, Delete, Stop],
+        Phase::Scheduled => &[UpdateSpec, Delete, Stop, Scale],
         Phase::Running => &[UpdateSpec, Delete, Stop, Scale],
-        Phase::Degraded => &[UpdateSpec, Delete, Stop, Restore],
-        Phase::Terminated => &[Delete],
-        Phase::Failed => &[Delete, Retry],
+        Phase::Degraded => &[UpdateSpec, Delete, Stop, Scale, Restore],
+        Phase::Terminated => &[UpdateSpec, Delete, Start],
+        Phase::Failed => &[UpdateSpec, Delete, Retry],
         Phase::Rejected => &[Delete],
     }
 }
@@ -149,8 +159,12 @@ pub fn transition(phase: Phase, input: Input) -> Result<Step, IllegalTransition>
                     A::RunArbitration,
                     A::PlanRollout,
                 ]),
+                (P::Terminated | P::Failed, Operation::UpdateSpec) => stay(&[A::RecordVersion]),
                 (P::Admitted, Operation::Start) => stay(&[A::RunArbitration]),
-                (P::Running, Operation::Scale) => stay(&[A::ScaleWorkloads]),
+                (P::Terminated, Operation::Start) => go(P::Created, &[A::RunAdmission]),
+                (P::Scheduled | P::Running | P::Degraded, Operation::Scale) => {
+                    stay(&[A::ScaleWorkloads])
+                }
                 (P::Degraded, Operation::Restore) => stay(&[A::RestorePlacements]),
                 (P::Scheduled | P::Running | P::Degraded, Operation::Stop) => {
                     go(P::Terminated, &stop_all)
@@ -286,10 +300,31 @@ mod tests {
 
     #[test]
     fn refusal_lists_what_is_accepted() {
-        let e = transition(P::Terminated, Input::Op(Operation::Start)).unwrap_err();
+        let e = transition(P::Terminated, Input::Op(Operation::Stop)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "operation Start is not allowed in phase Terminated; Terminated accepts: Delete"
+            "operation Stop is not allowed in phase Terminated; Terminated accepts: UpdateSpec, Delete, Start"
         );
+    }
+
+    /// A stopped application starts again through admission; a Terminated or
+    /// Failed one records a new spec without running it.
+    #[test]
+    fn stopped_and_failed_applications_come_back() {
+        let start = transition(P::Terminated, Input::Op(Operation::Start)).unwrap();
+        assert_eq!(start.to, Target::Phase(P::Created));
+        assert_eq!(start.actions, vec![LifecycleAction::RunAdmission]);
+        for p in [P::Terminated, P::Failed] {
+            let up = transition(p, Input::Op(Operation::UpdateSpec)).unwrap();
+            assert_eq!(up.to, Target::Phase(p), "{p}");
+            assert_eq!(up.actions, vec![LifecycleAction::RecordVersion], "{p}");
+        }
+        for p in [P::Scheduled, P::Running, P::Degraded] {
+            assert_eq!(
+                to(p, Input::Op(Operation::Scale)),
+                Some(Target::Phase(p)),
+                "{p}"
+            );
+        }
     }
 }

@@ -30,6 +30,13 @@ pub enum RuntimeFailure {
         /// What the service manager said.
         detail: String,
     },
+    /// The kernel's out-of-memory killer ended it: its cgroup reached its
+    /// memory limit (the cgroup's `oom_kill` count rose).
+    OutOfMemory {
+        /// The memory limit it ran under, when it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<crate::model::resources::Bytes>,
+    },
     /// The adapter could not talk to its runtime.
     AdapterCommunicationError {
         /// Error text from the adapter.
@@ -104,6 +111,10 @@ impl fmt::Display for Failure {
                 RuntimeFailure::WindowsServiceStopped { detail } => {
                     write!(f, "runtime failure: Windows service stopped: {detail}")
                 }
+                RuntimeFailure::OutOfMemory { limit } => match limit {
+                    Some(l) => write!(f, "OOM: killed at its memory limit of {l}"),
+                    None => write!(f, "OOM: killed by the kernel's out-of-memory killer"),
+                },
                 RuntimeFailure::AdapterCommunicationError { detail } => {
                     write!(f, "runtime failure: adapter communication error: {detail}")
                 }

@@ -1,5 +1,6 @@
 //! Actions for runtime adapters: what to run or stop, where, and why.
 
+use super::instance::PlacementId;
 use super::observed::{InitJobId, InstanceId};
 use crate::model::health::HealthCheck;
 use crate::model::qos::{MinimalReservation, QosClass};
@@ -65,6 +66,10 @@ pub enum ActionKind {
     Start {
         /// The instance.
         instance: InstanceId,
+        /// The placement to start (the node stops an older placement of the
+        /// same instance first).
+        #[serde(default)]
+        placement: PlacementId,
         /// Attempt number: 1 for the first start, then one per restart.
         attempt: u32,
         /// How to run it.
@@ -74,6 +79,9 @@ pub enum ActionKind {
     Stop {
         /// The instance.
         instance: InstanceId,
+        /// The placement to stop.
+        #[serde(default)]
+        placement: PlacementId,
     },
 }
 
@@ -98,7 +106,7 @@ impl RuntimeAction {
     pub fn subject(&self) -> String {
         match &self.kind {
             ActionKind::RunInitJob { job, .. } => job.to_string(),
-            ActionKind::Start { instance, .. } | ActionKind::Stop { instance } => {
+            ActionKind::Start { instance, .. } | ActionKind::Stop { instance, .. } => {
                 instance.to_string()
             }
         }

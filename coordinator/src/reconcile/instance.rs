@@ -35,6 +35,12 @@ pub enum Requested {
     Stop,
 }
 
+/// Identity of one placement of a replica on a node: a new one for every
+/// (re)placement, never reused (the cluster's allocation serial). A runtime
+/// report names the placement it is about and changes only that one; `0`
+/// is "unknown" (reports from agents that predate placements).
+pub type PlacementId = u64;
+
 /// The instance an update replaces (rolling update, one at a time).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replaced {
@@ -42,6 +48,9 @@ pub struct Replaced {
     pub node: Option<String>,
     /// Version it runs.
     pub version: u32,
+    /// Its placement.
+    #[serde(default)]
+    pub placement: PlacementId,
     /// True once it is stopped (or never started).
     pub stopped: bool,
     /// True once its stop was asked.
@@ -55,6 +64,8 @@ pub struct Instance {
     pub node: Option<String>,
     /// Spec version it runs.
     pub version: u32,
+    /// Its current placement (a new one for every re-placement).
+    pub placement: PlacementId,
     /// Last observed state.
     pub observed: ObservedState,
     /// When `observed` last changed (or the instance was placed).
@@ -76,14 +87,18 @@ pub struct Instance {
     pub replacing: Option<Replaced>,
     /// Allocation in the cluster (node index, serial).
     pub slot: Option<(NodeIdx, u64)>,
+    /// The last failure reported since it was last ready (what `get apps`
+    /// shows while it restarts).
+    pub last_failure: Option<String>,
 }
 
 impl Instance {
-    /// A freshly placed instance.
+    /// A freshly placed instance (its placement is the allocation serial).
     pub fn placed(node: String, slot: (NodeIdx, u64), version: u32, now: Timestamp) -> Self {
         Self {
             node: Some(node),
             version,
+            placement: slot.1,
             observed: ObservedState::Pending,
             since: now,
             started_at: None,
@@ -94,12 +109,22 @@ impl Instance {
             evicted: None,
             replacing: None,
             slot: Some(slot),
+            last_failure: None,
         }
     }
 
     /// True when `what` was asked after the last observation.
     pub fn pending(&self, what: Requested) -> bool {
         self.requested == Some((what, self.observations))
+    }
+
+    /// True when a report about (`version`, `placement`) concerns this
+    /// instance's current placement (`placement` 0: any placement of that
+    /// version, as reports without placements were matched).
+    pub fn owns(&self, version: u32, placement: PlacementId) -> bool {
+        self.node.is_some()
+            && self.version == version
+            && (placement == 0 || self.placement == placement)
     }
 
     /// Records a report.

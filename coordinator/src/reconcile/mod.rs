@@ -7,6 +7,8 @@ pub mod observed;
 pub mod plan;
 
 pub use action::{ActionKind, JobLaunch, RuntimeAction, WorkloadLaunch};
-pub use instance::{AppRuntime, Instance, InstanceKey, JobKey, JobStatus, Replaced, Requested};
+pub use instance::{
+    AppRuntime, Instance, InstanceKey, JobKey, JobStatus, PlacementId, Replaced, Requested,
+};
 pub use observed::{InitJobId, InstanceId, ObservedState};
 pub use plan::{Blocked, Plan, PlanInput, plan};

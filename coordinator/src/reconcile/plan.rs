@@ -48,6 +48,9 @@ pub struct PlanInput<'a> {
     pub phase: Phase,
     /// Instances and jobs.
     pub runtime: &'a AppRuntime,
+    /// Replicas wanted per workload (a workload scaled to 0 is parked: it
+    /// counts as ready and has no instances).
+    pub targets: &'a BTreeMap<String, u32>,
     /// True when the application is Degraded only because of runtime
     /// failures (so it recovers by itself once they heal).
     pub recoverable_degradation: bool,
@@ -119,6 +122,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     for &i in &order {
         let w = &ws[i];
+        if input.targets.get(&w.name) == Some(&0)
+            && input.runtime.of_workload(&w.name).next().is_none()
+        {
+            // Parked by a scale to 0: nothing to run, nothing to wait for.
+            state[i].ready = true;
+            continue;
+        }
         let lp = input.app.lifecycle_of(w);
         let has_readiness = w
             .health_checks
@@ -306,7 +316,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 "rolling update to version {}: stop version {} first",
                                 inst.version, old.version
                             ),
-                            kind: ActionKind::Stop { instance: old_id },
+                            kind: ActionKind::Stop {
+                                instance: old_id,
+                                placement: old.placement,
+                            },
                         });
                     }
                     continue;
@@ -462,6 +475,7 @@ fn start(
         reason: why.to_string(),
         kind: ActionKind::Start {
             instance,
+            placement: inst.placement,
             attempt: inst.starts + 1,
             launch: Box::new(launch_of(input.app, w)),
         },

@@ -49,6 +49,17 @@ impl Document {
             Document::Node(_) => "Node",
         }
     }
+
+    /// The object's name (`tenant/name` for an application).
+    pub fn name(&self) -> String {
+        match self {
+            Document::Application(a) => a.key().to_string(),
+            Document::Tenant(t) => t.name.clone(),
+            Document::Policy(p) => p.name.clone(),
+            Document::ResourcePool(p) => p.name.clone(),
+            Document::Node(n) => n.name.clone(),
+        }
+    }
 }
 
 /// Input format.

@@ -75,8 +75,13 @@ impl Coordinator {
                 if *e.spec() == app {
                     out.notes
                         .push(format!("{key}: unchanged (version {})", e.current));
-                    if start && e.phase == Phase::Admitted {
-                        pending.push(key);
+                    // Applying is asking for it to run: a stopped or failed
+                    // application starts again.
+                    match (start, e.phase) {
+                        (true, Phase::Admitted) => pending.push(key),
+                        (true, Phase::Terminated) => return self.op_start(&key, now, out),
+                        (true, Phase::Failed) => return self.op_retry(&key, now, out),
+                        _ => {}
                     }
                     return Ok(());
                 }
@@ -571,11 +576,17 @@ impl Coordinator {
                 && !old.stopped
                 && let Some(node) = &old.node
             {
-                todo.push((r, stop_action(key, k, old.version, node, why.clone())));
+                todo.push((
+                    r,
+                    stop_action(key, k, (old.version, old.placement), node, why.clone()),
+                ));
             }
             let started = inst.starts > 0 || inst.observed.is_live();
             if let (Some(node), true) = (&inst.node, started) {
-                todo.push((r, stop_action(key, k, inst.version, node, why)));
+                todo.push((
+                    r,
+                    stop_action(key, k, (inst.version, inst.placement), node, why),
+                ));
             }
         }
         todo.sort_by_key(|(r, _)| *r);
@@ -645,11 +656,17 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> Result<(), CoordinatorError> {
+        let stopped = self.apps.get(key).map(|e| e.phase) == Some(Phase::Terminated);
+        let reason = if stopped {
+            "start requested: the stopped application goes through admission again"
+        } else {
+            "start requested"
+        };
         self.transition_app(
             key,
             Input::Op(Operation::Start),
             Trigger::User,
-            "start requested".into(),
+            reason.into(),
             Vec::new(),
             Vec::new(),
             now,
@@ -657,8 +674,15 @@ impl Coordinator {
         )?;
         if let Some(e) = self.apps.get_mut(key) {
             e.start_requested = true;
+            if stopped {
+                e.runtime = Default::default();
+                e.degradation = None;
+            }
         }
-        self.arbitrate_round(vec![key.clone()], now, out);
+        // A stopped application gave its quota back: admission first.
+        if !stopped || self.admit_app(key, now, out) {
+            self.arbitrate_round(vec![key.clone()], now, out);
+        }
         Ok(())
     }
 
@@ -748,16 +772,59 @@ impl Coordinator {
             return Ok(());
         }
         let spec = (*v.spec).clone();
+        // Rolling a failed application back is the way out of Failed: it
+        // runs again with that spec. A stopped one stays stopped.
+        let start = e.phase == Phase::Failed;
         let mut pending = Vec::new();
         self.update_spec(
             key,
             spec,
             VersionOrigin::Rollback { to: version },
-            false,
+            start,
             now,
             out,
             &mut pending,
         )
+    }
+
+    /// UpdateSpec of a Terminated or Failed application: the version is
+    /// recorded (and becomes the one a Start or Retry runs), nothing runs.
+    fn record_version(
+        &mut self,
+        key: &AppKey,
+        app: Application,
+        origin: VersionOrigin,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let e = self
+            .apps
+            .get_mut(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        let version = e.versions.len() as u32 + 1;
+        let phase = e.phase;
+        e.targets = targets_for(&e.targets, &app);
+        e.versions.push(AppVersion {
+            version,
+            spec: std::sync::Arc::new(app),
+            created: now,
+            origin,
+        });
+        e.current = version;
+        self.transition_app(
+            key,
+            Input::Op(Operation::UpdateSpec),
+            Trigger::User,
+            format!(
+                "{}; recorded while {phase}, not running",
+                origin_reason(origin, version)
+            ),
+            Vec::new(),
+            vec![format!("version {version}")],
+            now,
+            out,
+        )?;
+        Ok(())
     }
 
     /// UpdateSpec: a new version, admitted (and, for placed applications,
@@ -787,6 +854,14 @@ impl Coordinator {
         if phase.holds_placements() {
             self.update_placed(key, app, origin, now, out);
             return Ok(());
+        }
+        if matches!(phase, Phase::Terminated | Phase::Failed) {
+            self.record_version(key, app, origin, now, out)?;
+            return match (start, phase) {
+                (true, Phase::Terminated) => self.op_start(key, now, out),
+                (true, _) => self.op_retry(key, now, out),
+                (false, _) => Ok(()),
+            };
         }
         let Some(e) = self.apps.get(key) else {
             return Ok(());
@@ -863,6 +938,23 @@ impl Coordinator {
     }
 }
 
+/// Replicas wanted per workload of `app`, carried over from `old`: clamped to
+/// the new bounds, a parked workload (0) stays parked, a new one gets its min.
+pub(super) fn targets_for(old: &BTreeMap<String, u32>, app: &Application) -> BTreeMap<String, u32> {
+    app.spec
+        .workloads
+        .iter()
+        .map(|w| {
+            let t = match old.get(&w.name) {
+                Some(0) => 0,
+                Some(&t) => t.clamp(w.replicas.min, w.replicas.max),
+                None => w.replicas.min,
+            };
+            (w.name.clone(), t)
+        })
+        .collect()
+}
+
 pub(super) fn origin_reason(origin: VersionOrigin, version: u32) -> String {
     match origin {
         VersionOrigin::Apply => format!("spec updated to version {version}"),
@@ -875,7 +967,7 @@ pub(super) fn origin_reason(origin: VersionOrigin, version: u32) -> String {
 pub(super) fn stop_action(
     key: &AppKey,
     k: &crate::reconcile::InstanceKey,
-    version: u32,
+    (version, placement): (u32, crate::reconcile::PlacementId),
     node: &str,
     reason: String,
 ) -> RuntimeAction {
@@ -890,6 +982,7 @@ pub(super) fn stop_action(
                 replica: k.replica,
                 version,
             },
+            placement,
         },
     }
 }

@@ -510,7 +510,7 @@ impl Coordinator {
                 out.actions.push(super::apps::stop_action(
                     key,
                     &k,
-                    inst.version,
+                    (inst.version, inst.placement),
                     &n,
                     reason.to_string(),
                 ));
@@ -595,6 +595,7 @@ impl Coordinator {
                     if let Some(inst) = e.runtime.instances.get_mut(&k) {
                         inst.node = Some(self.cluster.name(p.node).to_string());
                         inst.slot = Some((p.node, p.serial));
+                        inst.placement = p.serial;
                         inst.evicted = None;
                         inst.observed = ObservedState::Pending;
                         inst.since = now;
@@ -639,12 +640,16 @@ impl Coordinator {
                 app: key.clone(),
                 workload: workload.into(),
             })?;
-        if replicas < w.replicas.min || replicas > w.replicas.max {
+        // 0 parks the workload (an operator's choice below the spec's min);
+        // otherwise the spec's bounds hold.
+        if replicas != 0 && (replicas < w.replicas.min || replicas > w.replicas.max) {
             return Err(CoordinatorError::InvalidScale {
                 app: key.clone(),
                 workload: workload.into(),
                 reason: format!(
-                    "{replicas} replicas is outside the spec's bounds {}..={}",
+                    "{replicas} replicas is outside spec.workloads[{workload}].replicas \
+                     {{min: {}, max: {}}}; scale within it, to 0 to park the workload, \
+                     or apply a spec with other bounds",
                     w.replicas.min, w.replicas.max
                 ),
             });
@@ -789,7 +794,7 @@ impl Coordinator {
                 out.actions.push(super::apps::stop_action(
                     key,
                     k,
-                    inst.version,
+                    (inst.version, inst.placement),
                     n,
                     reason.to_string(),
                 ));
@@ -800,7 +805,7 @@ impl Coordinator {
                 out.actions.push(super::apps::stop_action(
                     key,
                     k,
-                    old.version,
+                    (old.version, old.placement),
                     n,
                     reason.to_string(),
                 ));
@@ -929,20 +934,7 @@ impl Coordinator {
         let old = e.spec_arc();
         let version = e.versions.len() as u32 + 1;
         let own = e.charge;
-        let targets: BTreeMap<String, u32> = app
-            .spec
-            .workloads
-            .iter()
-            .map(|w| {
-                let t = e
-                    .targets
-                    .get(&w.name)
-                    .copied()
-                    .unwrap_or(w.replicas.min)
-                    .clamp(w.replicas.min, w.replicas.max);
-                (w.name.clone(), t)
-            })
-            .collect();
+        let targets = super::apps::targets_for(&e.targets, &app);
         let ev = self.evaluate(key, &app, &targets, own, version, now);
         if !ev.admitted() {
             let reason = format!("version {version} refused: {}", ev.failures());
@@ -1079,6 +1071,7 @@ impl Coordinator {
                     Replaced {
                         node: inst.node.clone(),
                         version: inst.version,
+                        placement: inst.placement,
                         stopped: false,
                         stop_requested: false,
                     },
@@ -1087,7 +1080,7 @@ impl Coordinator {
                 out.actions.push(super::apps::stop_action(
                     key,
                     k,
-                    inst.version,
+                    (inst.version, inst.placement),
                     n,
                     format!("not in version {version}"),
                 ));

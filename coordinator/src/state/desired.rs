@@ -6,7 +6,7 @@ use super::Coordinator;
 use crate::model::time::Timestamp;
 use crate::reconcile::plan::launch_of;
 use crate::reconcile::{
-    InitJobId, InstanceId, JobLaunch, ObservedState, Requested, WorkloadLaunch,
+    InitJobId, InstanceId, JobLaunch, ObservedState, PlacementId, Requested, WorkloadLaunch,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 pub struct DesiredStart {
     /// The instance.
     pub instance: InstanceId,
+    /// Its placement: a node that runs another placement of the same
+    /// instance stops that one and starts this one.
+    pub placement: PlacementId,
     /// Start attempt (from 1).
     pub attempt: u32,
     /// Restart backoff: not before this time.
@@ -94,6 +97,7 @@ impl Coordinator {
                                 replica: k.replica,
                                 version: old.version,
                             },
+                            placement: old.placement,
                             attempt: 1,
                             not_before: None,
                             launch: launch_of(spec, w),
@@ -125,6 +129,7 @@ impl Coordinator {
                             replica: k.replica,
                             version: inst.version,
                         },
+                        placement: inst.placement,
                         attempt,
                         not_before,
                         launch: launch_of(spec, w),
@@ -164,9 +169,10 @@ impl Coordinator {
         out
     }
 
-    /// Attempt and observed state of an instance at its version (`None`
-    /// when no such instance runs that version).
-    pub fn instance_status(&self, id: &InstanceId) -> Option<RunStatus> {
+    /// Attempt and observed state of one placement of an instance: its
+    /// current placement, or the old one a rolling update replaces (attempt
+    /// 0, `stopped` once it ended). `None` when no such placement exists.
+    pub fn instance_status(&self, id: &InstanceId, placement: PlacementId) -> Option<RunStatus> {
         let e = self.apps.get(&id.app)?;
         let inst = e
             .runtime
@@ -175,9 +181,23 @@ impl Coordinator {
                 id.workload.clone(),
                 id.replica,
             ))?;
-        (inst.version == id.version).then(|| RunStatus {
-            attempt: inst.starts,
-            observed: inst.observed.clone(),
+        if inst.owns(id.version, placement) {
+            return Some(RunStatus {
+                attempt: inst.starts,
+                observed: inst.observed.clone(),
+            });
+        }
+        let old = inst
+            .replacing
+            .as_ref()
+            .filter(|o| o.version == id.version && (placement == 0 || o.placement == placement))?;
+        Some(RunStatus {
+            attempt: 0,
+            observed: if old.stopped {
+                ObservedState::Stopped
+            } else {
+                ObservedState::Running
+            },
         })
     }
 

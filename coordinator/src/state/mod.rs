@@ -7,6 +7,7 @@ mod apps;
 mod arbitrate;
 pub mod desired;
 pub mod entry;
+mod headline;
 mod query;
 mod runtime;
 
@@ -106,9 +107,11 @@ impl Coordinator {
                     .ok_or(CoordinatorError::UnknownPolicy(name))?;
             }
             Command::DeletePool { name } => self.cmd_delete_pool(&name)?,
-            Command::ReportWorkload { instance, state } => {
-                self.cmd_report_workload(&instance, state, now, &mut out)?
-            }
+            Command::ReportWorkload {
+                instance,
+                placement,
+                state,
+            } => self.cmd_report_workload(&instance, placement, state, now, &mut out)?,
             Command::ReportInitJob { job, state } => {
                 self.cmd_report_job(&job, state, now, &mut out)?
             }
@@ -125,6 +128,26 @@ impl Coordinator {
         out: &mut Outcome,
     ) -> Result<(), CoordinatorError> {
         // Validate everything first so that a bad document changes nothing.
+        // Two documents for one object would silently become two versions.
+        let mut seen: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            if let Some(first) = seen.insert((d.kind(), d.name()), i) {
+                return Err(CoordinatorError::Invalid {
+                    kind: d.kind().into(),
+                    name: d.name(),
+                    errors: vec![FieldError::new(
+                        "metadata.name",
+                        format!(
+                            "documents {} and {} both define {} {}; apply one of them",
+                            first + 1,
+                            i + 1,
+                            d.kind(),
+                            d.name()
+                        ),
+                    )],
+                });
+            }
+        }
         let new_tenants: BTreeSet<&str> = docs
             .iter()
             .filter_map(|d| match d {

@@ -35,7 +35,8 @@ pub struct AppSummary {
     pub instances: u32,
     /// Instances ready.
     pub ready: u32,
-    /// Latest event's reason.
+    /// The most important current problem (OOM, failing starts, what waits),
+    /// else the latest event's reason.
     pub reason: String,
 }
 
@@ -59,6 +60,11 @@ pub struct InstanceView {
     /// Version being replaced by this instance (rolling update).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacing: Option<u32>,
+    /// Its placement (a new one for every re-placement).
+    pub placement: u64,
+    /// The last failure seen since it was last ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
 }
 
 /// An init job as shown by `describe`.
@@ -193,8 +199,8 @@ impl AppDescription {
 }
 
 impl Coordinator {
-    /// Every application, by key.
-    pub fn list_apps(&self) -> Vec<AppSummary> {
+    /// Every application, by key, with its most important problem at `now`.
+    pub fn list_apps(&self, now: Timestamp) -> Vec<AppSummary> {
         self.apps
             .values()
             .map(|e| {
@@ -213,12 +219,7 @@ impl Coordinator {
                     pool: spec.pool().to_string(),
                     instances: e.runtime.instances.len() as u32,
                     ready,
-                    reason: e
-                        .events
-                        .last()
-                        .and_then(|&i| self.events.get(i))
-                        .map(|ev| ev.reason.clone())
-                        .unwrap_or_default(),
+                    reason: self.headline(e, now),
                 }
             })
             .collect()
@@ -271,6 +272,8 @@ impl Coordinator {
                 restarts: i.restarts,
                 evicted: i.evicted.clone(),
                 replacing: i.replacing.as_ref().map(|r| r.version),
+                placement: i.placement,
+                last_failure: i.last_failure.clone(),
             })
             .collect();
         let jobs = e

@@ -11,7 +11,8 @@ use crate::model::health::CheckKind;
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
 use crate::reconcile::{
-    ActionKind, InitJobId, InstanceId, InstanceKey, ObservedState, Plan, PlanInput, Requested, plan,
+    ActionKind, InitJobId, InstanceId, InstanceKey, ObservedState, PlacementId, Plan, PlanInput,
+    Requested, plan,
 };
 
 impl Coordinator {
@@ -32,6 +33,7 @@ impl Coordinator {
             version: e.current,
             phase: e.phase,
             runtime: &e.runtime,
+            targets: &e.targets,
             recoverable_degradation: e
                 .degradation
                 .as_ref()
@@ -69,7 +71,10 @@ impl Coordinator {
                         j.node = Some(a.node.clone());
                     }
                 }
-                ActionKind::Stop { instance } => {
+                ActionKind::Stop {
+                    instance,
+                    placement,
+                } => {
                     let k = InstanceKey::new(instance.workload.clone(), instance.replica);
                     if let Some(old) = e
                         .runtime
@@ -77,6 +82,7 @@ impl Coordinator {
                         .get_mut(&k)
                         .and_then(|i| i.replacing.as_mut())
                         && old.version == instance.version
+                        && old.placement == *placement
                     {
                         old.stop_requested = true;
                     }
@@ -124,9 +130,14 @@ impl Coordinator {
         }
     }
 
+    /// A report about one placement of an instance: it changes that
+    /// placement only (the current one, or the old one a rolling update
+    /// replaces); a report about any other placement of the same replica (an
+    /// earlier node, an earlier re-placement) is ignored with a note.
     pub(super) fn cmd_report_workload(
         &mut self,
         id: &InstanceId,
+        placement: PlacementId,
         state: ObservedState,
         now: Timestamp,
         out: &mut Outcome,
@@ -147,9 +158,14 @@ impl Coordinator {
                 .push(format!("ignored report for {id}: not placed"));
             return Ok(());
         };
-        if inst.version == id.version && inst.node.is_some() {
+        if inst.owns(id.version, placement) {
             let ready =
                 state == ObservedState::Ready || (state == ObservedState::Running && !readiness);
+            if ready {
+                inst.last_failure = None;
+            } else if state.is_failure() {
+                inst.last_failure = Some(state.describe());
+            }
             inst.observe(state, now);
             if ready && inst.replacing.take().is_some() {
                 let rolling = e.runtime.instances.values().any(|i| i.replacing.is_some());
@@ -160,14 +176,18 @@ impl Coordinator {
                     ));
                 }
             }
-        } else if let Some(old) = inst.replacing.as_mut().filter(|o| o.version == id.version) {
+        } else if let Some(old) = inst
+            .replacing
+            .as_mut()
+            .filter(|o| o.version == id.version && (placement == 0 || o.placement == placement))
+        {
             if !state.is_live() {
                 old.stopped = true;
             }
         } else {
             out.notes.push(format!(
-                "ignored report for {id}: instance runs version {}",
-                inst.version
+                "ignored report for {id} (placement {placement}): the replica's placement is {} at version {}",
+                inst.placement, inst.version
             ));
             return Ok(());
         }

@@ -76,10 +76,57 @@ pub fn stopped(out: &Outcome) -> Vec<InstanceId> {
     out.actions
         .iter()
         .filter_map(|a| match &a.kind {
-            ActionKind::Stop { instance } => Some(instance.clone()),
+            ActionKind::Stop { instance, .. } => Some(instance.clone()),
             _ => None,
         })
         .collect()
+}
+
+/// (instance, placement) started by the outcome.
+pub fn started_placements(out: &Outcome) -> Vec<(InstanceId, u64)> {
+    out.actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::Start {
+                instance,
+                placement,
+                ..
+            } => Some((instance.clone(), *placement)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// (instance, placement) stopped by the outcome.
+pub fn stopped_placements(out: &Outcome) -> Vec<(InstanceId, u64)> {
+    out.actions
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::Stop {
+                instance,
+                placement,
+            } => Some((instance.clone(), *placement)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A report about one placement of an instance.
+pub fn report_placement(
+    c: &mut Coordinator,
+    (id, placement): &(InstanceId, u64),
+    state: ObservedState,
+    now: u64,
+) -> Outcome {
+    c.apply(
+        Command::ReportWorkload {
+            instance: id.clone(),
+            placement: *placement,
+            state,
+        },
+        t(now),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Init jobs run by the outcome.
@@ -97,6 +144,7 @@ pub fn report(c: &mut Coordinator, id: &InstanceId, state: ObservedState, now: u
     c.apply(
         Command::ReportWorkload {
             instance: id.clone(),
+            placement: 0,
             state,
         },
         t(now),
