@@ -155,6 +155,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
         "job",
         NodeReport::InitJob {
             job,
+            run: w.jobs[0].run,
             attempt: 1,
             state: ObservedState::Exited { code: 0 },
         },

@@ -627,28 +627,8 @@ fn work_placed_on_a_follower_runs_there_and_reports_back() {
     let leader = leader_of(&hs[0]).unwrap();
     let target = hs.iter().find(|h| h.name != leader).unwrap();
     let t = target.name.clone();
-    let text = format!(
-        "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata:\n  name: on-{t}\nspec:\n  \
-         selector:\n    matchLabels: {{host: {t}}}\n---\n{}",
-        // its own directory (port 18080 is in the node's network namespace)
-        shop_yaml("shop", 18080, &dir.path().join("shop"), false)
-            .replacen(
-                "spec:\n  quota:",
-                &format!("spec:\n  pools: [default, on-{t}]\n  quota:"),
-                1
-            )
-            .replacen(
-                "spec:\n  priority: 100",
-                &format!("spec:\n  pool: on-{t}\n  priority: 100"),
-                1
-            )
-    );
-    assert!(
-        text.contains(&format!("pool: on-{t}")),
-        "examples/shop.yaml changed shape"
-    );
     let f = dir.path().join("pinned.yaml");
-    std::fs::write(&f, text).unwrap();
+    std::fs::write(&f, pinned_shop(&t, dir.path())).unwrap();
     let out = hs[0].ctl(&["apply", "-f", &f.display().to_string()]);
     assert!(out.status.success(), "{out:?}");
     let started = Instant::now();
@@ -680,4 +660,121 @@ fn work_placed_on_a_follower_runs_there_and_reports_back() {
             .is_empty()
             .then_some(())
     });
+}
+
+/// The shop pinned (a pool selecting the node's `host` label) to node `t`, in its own
+/// directory under `dir` (port 18080 is in the node's own network namespace).
+fn pinned_shop(t: &str, dir: &Path) -> String {
+    let text = format!(
+        "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata:\n  name: on-{t}\nspec:\n  \
+         selector:\n    matchLabels: {{host: {t}}}\n---\n{}",
+        // its own directory (port 18080 is in the node's network namespace)
+        shop_yaml("shop", 18080, &dir.join("shop"), false)
+            .replacen(
+                "spec:\n  quota:",
+                &format!("spec:\n  pools: [default, on-{t}]\n  quota:"),
+                1
+            )
+            .replacen(
+                "spec:\n  priority: 100",
+                &format!("spec:\n  pool: on-{t}\n  priority: 100"),
+                1
+            )
+    );
+    assert!(
+        text.contains(&format!("pool: on-{t}")),
+        "examples/shop.yaml changed shape"
+    );
+    text
+}
+
+/// The page served on `port` inside namespace `ns` (busybox wget run there).
+fn page_in(ns: &str, port: u16) -> Option<String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        // busybox 1.35's `wget -T` crashes; timeout(1) bounds a hung fetch instead.
+        .args([
+            "--",
+            "timeout",
+            "3",
+            "/usr/bin/busybox",
+            "wget",
+            "-q",
+            "-O",
+            "-",
+        ])
+        .arg(format!("http://127.0.0.1:{port}/index.html"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `KEY=value` pairs of a process's environment.
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+/// Issue 22 through a 3-server cluster: an env-only change of the shop running on a
+/// follower, written through another server, ends with the new version running on that
+/// follower (its process has the new environment, its port answers) and the old one
+/// gone.
+#[test]
+fn an_update_through_the_cluster_runs_the_new_version() {
+    let (_net, dir, hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let target = hs.iter().find(|h| h.name != leader).unwrap();
+    let writer = hs
+        .iter()
+        .find(|h| h.name != target.name)
+        .expect("another server");
+    let v1 = pinned_shop(&target.name, dir.path());
+    let f1 = dir.path().join("v1.yaml");
+    std::fs::write(&f1, &v1).unwrap();
+    let out = writer.ctl(&["apply", "-f", &f1.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let running = |version: u64| {
+        wait_for(
+            &format!("shop v{version} Running"),
+            Duration::from_secs(90),
+            || {
+                let d = writer.json(&["describe", "app", "shop"])?;
+                let ready = d["instances"]
+                    .as_array()?
+                    .iter()
+                    .all(|i| i["state"]["state"] == "ready");
+                (d["phase"] == "Running" && d["version"] == version && ready).then_some(d)
+            },
+        )
+    };
+    running(1);
+    let web1 = common::main_pid(&target._root, "shop-team.shop.web-v1.0");
+    assert!(environ(web1).contains(&"SHOP_ROLE=web".to_string()));
+
+    let v2 = v1.replace("env: {SHOP_ROLE: web}", "env: {SHOP_ROLE: web-v2}");
+    assert_ne!(v1, v2);
+    let f2 = dir.path().join("v2.yaml");
+    std::fs::write(&f2, &v2).unwrap();
+    let started = Instant::now();
+    let out = writer.ctl(&["apply", "-f", &f2.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    running(2);
+    eprintln!(
+        "update through the cluster: v2 Running {:?} after apply",
+        started.elapsed()
+    );
+    let web2 = common::main_pid(&target._root, "shop-team.shop.web-v2.0");
+    let env = environ(web2);
+    assert!(env.contains(&"SHOP_ROLE=web-v2".to_string()), "{env:?}");
+    assert!(!common::alive(web1), "the old version is stopped");
+    let body = wait_for("the port answers", Duration::from_secs(10), || {
+        page_in(&target.ns, 18080)
+    });
+    assert!(body.contains("daros shop"), "{body}");
 }

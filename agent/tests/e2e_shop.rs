@@ -22,11 +22,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{RestartableDarosd, TestRoot, alive, free_port, shop_yaml, wait_for, wait_socket};
+use common::{
+    RestartableDarosd, TestRoot, alive, cgroups_left, free_port, instance, main_pid, phase,
+    shop_yaml, wait_for,
+};
 use daros_agent::cgroup::{CgroupBackend, CgroupPath};
 use serde_json::Value;
 
-const LONG: Duration = Duration::from_secs(60);
+const LONG: Duration = common::APP_WAIT;
 
 /// darosd on a fixed data dir, restartable (kill -9 and start again).
 struct Agent(RestartableDarosd);
@@ -40,121 +43,20 @@ impl std::ops::Deref for Agent {
 
 impl Agent {
     fn start(dir: &Path, root: &str) -> Self {
-        let shim = Path::new(env!("CARGO_BIN_EXE_darosd")).with_file_name("daros-shim");
-        assert!(
-            shim.is_file(),
-            "{} missing: run `cargo build -p daros-adapters --bin daros-shim`",
-            shim.display()
-        );
-        let mut a = Agent(RestartableDarosd::new(
-            dir,
-            root,
-            "e2e-shop",
-            &[],
-            &[("DAROS_RUNTIME_STOP_GRACE", "2s")],
-        ));
-        a.spawn();
-        a
+        Agent(RestartableDarosd::runtime_agent(dir, root, "e2e-shop"))
     }
 
     fn spawn(&mut self) {
-        self.0.spawn();
-        wait_socket("darosd socket", &self.socket, LONG);
+        self.0.spawn_serving();
     }
 
     fn kill9(&mut self) {
         self.0.kill9();
     }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-o", "json"]);
-        serde_json::from_str(&self.ctl_ok(&a)).unwrap()
-    }
-
-    fn describe(&self, app: &str) -> Value {
-        self.json(&["describe", "app", app])
-    }
-
-    /// Waits until `ok` holds for `app`'s description; on timeout the panic shows the
-    /// last description and the agent's log, so a CI failure says where it stuck.
-    fn wait_app(&self, what: &str, app: &str, ok: impl Fn(&Value) -> bool) -> Value {
-        let deadline = std::time::Instant::now() + LONG;
-        loop {
-            let d = self.describe(app);
-            if ok(&d) {
-                return d;
-            }
-            if std::time::Instant::now() >= deadline {
-                let log = self.log();
-                let lines: Vec<&str> = log.lines().collect();
-                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-                panic!(
-                    "timed out after {LONG:?} waiting for {what}\nlast description: {d:#}\nlog tail:\n{tail}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-fn phase(d: &Value) -> String {
-    d["phase"].as_str().unwrap_or_default().to_string()
-}
-
-fn instance<'a>(d: &'a Value, workload: &str) -> Option<&'a Value> {
-    d["instances"].as_array()?.iter().find(|i| {
-        i["id"]
-            .as_str()
-            .is_some_and(|id| id.split('/').nth(2) == Some(workload))
-    })
-}
-
-/// The pids in the cgroup of `tenant.app.workload-v1.0` (memory hierarchy, or v2).
-fn pids_of(t: &TestRoot, cgroup: &str) -> Vec<u32> {
-    let cg = t.root.workload(cgroup).unwrap();
-    t.backend().procs(&cg).unwrap_or_default()
-}
-
-/// The instance's main process: the one in its cgroup whose parent is outside it (httpd
-/// forks a child per request, the worker's shell forks `sleep`, so the set changes).
-fn main_pid(t: &TestRoot, cgroup: &str) -> u32 {
-    let pids = pids_of(t, cgroup);
-    let ppid = |p: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    let mains: Vec<u32> = pids
-        .iter()
-        .copied()
-        .filter(|p| ppid(*p).is_some_and(|pp| !pids.contains(&pp)))
-        .collect();
-    assert_eq!(mains.len(), 1, "one main process in {cgroup}: {pids:?}");
-    mains[0]
 }
 
 fn proc_cgroups(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
-}
-
-/// Every cgroup directory under the managed root, in every hierarchy.
-fn leftovers(t: &TestRoot) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for d in t.backend().dirs(&CgroupPath::new(t.name()).unwrap()) {
-        if let Ok(rd) = std::fs::read_dir(&d.path) {
-            out.extend(
-                rd.filter_map(Result::ok)
-                    .filter(|e| e.file_type().is_ok_and(|f| f.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
-    }
-    out
 }
 
 #[test]
@@ -305,7 +207,7 @@ fn shop_runs_restarts_survives_agent_kill_and_is_deleted_without_leftovers() {
     // Delete: no process, no cgroup left in any hierarchy.
     a.ctl_ok(&["delete", "app", "shop"]);
     wait_for("everything gone", LONG, || {
-        (leftovers(&t).is_empty() && !alive(web2) && !alive(worker)).then_some(())
+        (cgroups_left(&t).is_empty() && !alive(web2) && !alive(worker)).then_some(())
     });
     let shims = Command::new("pgrep")
         .args(["-f", &format!("{}/data/runtime", dir.path().display())])
@@ -350,15 +252,15 @@ fn failing_init_job_keeps_dependents_from_starting_and_describe_says_why() {
         "{d:#}"
     );
     assert!(
-        leftovers(&t)
+        cgroups_left(&t)
             .iter()
             .all(|p| !p.to_string_lossy().contains(".web-v")
                 && !p.to_string_lossy().contains(".worker-v")),
         "{:?}",
-        leftovers(&t)
+        cgroups_left(&t)
     );
     a.ctl_ok(&["delete", "app", "shopfail"]);
     wait_for("nothing left", LONG, || {
-        leftovers(&t).is_empty().then_some(())
+        cgroups_left(&t).is_empty().then_some(())
     });
 }

@@ -116,6 +116,9 @@ pub enum Command {
     ReportInitJob {
         /// The job.
         job: InitJobId,
+        /// The series of runs the report is about (0: unknown, matched by version).
+        #[serde(default)]
+        run: PlacementId,
         /// Its state (`exited` with code 0 is success).
         state: ObservedState,
     },

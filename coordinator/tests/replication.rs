@@ -46,6 +46,7 @@ fn replayed_json_commands_give_the_same_state_and_outcomes() {
         &mut leader,
         Command::ReportInitJob {
             job,
+            run: 0,
             state: ObservedState::Exited { code: 0 },
         },
         2,

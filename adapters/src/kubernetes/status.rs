@@ -160,6 +160,10 @@ pub fn start_error(pod: &Pod) -> Option<String> {
 }
 
 fn crash(o: &Observation) -> Failure {
+    // The kubelet names a container the kernel killed for memory.
+    if o.last_reason.as_deref() == Some("OOMKilled") {
+        return Failure::Runtime(RuntimeFailure::OutOfMemory { limit: None });
+    }
     Failure::Runtime(RuntimeFailure::ContainerCrash {
         exit_code: o.last_exit.and_then(|e| e.code),
     })
@@ -290,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn oom_killed_crash_loop_is_a_container_crash() {
+    fn oom_killed_crash_loop_is_named_out_of_memory() {
         let before = observe(&pod(json!({"phase": "Running", "containerStatuses": [
             {"name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}],
             "conditions": [{"type": "Ready", "status": "True"}]})));
@@ -313,9 +317,7 @@ mod tests {
                     requested: false
                 },
                 RuntimeEventKind::Failed {
-                    failure: Failure::Runtime(RuntimeFailure::ContainerCrash {
-                        exit_code: Some(137)
-                    })
+                    failure: Failure::Runtime(RuntimeFailure::OutOfMemory { limit: None })
                 },
                 RuntimeEventKind::Unready {
                     check: "readiness".into(),

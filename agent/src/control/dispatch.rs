@@ -42,6 +42,7 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
             .iter()
             .map(|j| DesiredJob {
                 job: j.job.clone(),
+                run: j.run,
                 attempt: j.attempt,
                 launch: j.launch.clone(),
             })

@@ -216,10 +216,12 @@ fn report_command(c: &daros_coordinator::Coordinator, r: &NodeReport) -> Option<
             }),
             NodeReport::InitJob {
                 job,
+                run,
                 attempt,
                 state,
-            } => fresh(c.job_status(job), *attempt, state).then(|| Command::ReportInitJob {
+            } => fresh(c.job_status(job, *run), *attempt, state).then(|| Command::ReportInitJob {
                 job: job.clone(),
+                run: *run,
                 state: state.clone(),
             }),
         }
@@ -416,6 +418,7 @@ mod tests {
                     node: "n1".into(),
                     report: NodeReport::InitJob {
                         job: job.job.clone(),
+                        run: job.run,
                         attempt: 1,
                         state: ObservedState::Exited { code: 0 },
                     },
@@ -458,6 +461,7 @@ mod tests {
                         node: "n1".into(),
                         report: NodeReport::InitJob {
                             job: j.job.clone(),
+                            run: j.run,
                             attempt: j.attempt,
                             state: ObservedState::Exited { code: 0 },
                         },
@@ -487,6 +491,7 @@ mod tests {
                 node: "n1".into(),
                 report: NodeReport::InitJob {
                     job: job.job.clone(),
+                    run: job.run,
                     attempt,
                     state: daros_coordinator::ObservedState::Running,
                 },

@@ -46,6 +46,10 @@ pub struct DesiredInstance {
 pub struct DesiredJob {
     /// The job (`tenant/app/workload/init/job/vN`).
     pub job: InitJobId,
+    /// The series of runs this attempt belongs to (results are kept per run and
+    /// attempt: a new series never gets an old series' result).
+    #[serde(default)]
+    pub run: PlacementId,
     /// Attempt, from 1. Each attempt runs at most once; its result is kept and
     /// reported again instead of running it again.
     pub attempt: u32,
@@ -91,6 +95,9 @@ pub enum NodeReport {
     InitJob {
         /// The job.
         job: InitJobId,
+        /// The series of runs the state belongs to.
+        #[serde(default)]
+        run: PlacementId,
         /// The attempt the state belongs to.
         attempt: u32,
         /// Its state (`exited` with code 0 is success).

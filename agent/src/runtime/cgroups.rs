@@ -157,6 +157,19 @@ impl InstanceCgroups {
         })
     }
 
+    /// Processes the kernel's OOM killer ended in the cgroup of `subject` so
+    /// far (`None`: no memory accounting readable here). Blocking.
+    pub fn oom_kills(&self, subject: &Subject) -> Option<u64> {
+        let (root, cg) = (self.root().ok()?, self.path(subject).ok()?);
+        let mut r = root
+            .backend()
+            .open_stats(&cg, crate::cgroup::fs::OpenMode::Reopen)
+            .ok()?;
+        let mut stats = crate::cgroup::stats::CgroupStats::default();
+        r.read(&mut Vec::new(), &mut stats).ok()?;
+        stats.memory?.events.oom_kill
+    }
+
     /// Pids still in the cgroup of `subject`.
     pub fn pids(&self, subject: &Subject) -> Vec<u32> {
         let (Ok(root), Ok(cg)) = (self.root(), self.path(subject)) else {

@@ -83,9 +83,19 @@ fn report_of(rec: &ItemRecord) -> NodeReport {
         },
         Subject::Job(j) => NodeReport::InitJob {
             job: j.clone(),
+            run: rec.placement,
             attempt: rec.attempt,
             state: rec.state.clone(),
         },
+    }
+}
+
+/// Where a job run's results are kept: per series of runs (`@run`), so that a
+/// retried application's jobs run again instead of replaying a kept result.
+fn result_key(t: &Target) -> String {
+    match t.placement {
+        0 => t.subject.to_string(),
+        run => format!("{}@{run}", t.subject),
     }
 }
 
@@ -218,7 +228,7 @@ impl Core {
             && rec.state.has_ended()
             && let Err(e) =
                 self.store
-                    .put_job_result(&rec.target.subject.to_string(), rec.attempt, &rec.state)
+                    .put_job_result(&result_key(&rec.target), rec.attempt, &rec.state)
         {
             warn!(item = key, error = %e, "cannot keep the job result");
         }
@@ -276,7 +286,23 @@ impl Core {
             self.set_state(key, item, ObservedState::Failed { failure });
             return;
         }
-        self.set_state(key, item, observed(&st));
+        let mut state = observed(&st);
+        if state.is_failure()
+            && let Some(base) = item.rec.oom_kills_at_launch
+        {
+            let (c, s) = (self.cgroups.clone(), item.rec.target.subject.clone());
+            let now = tokio::task::spawn_blocking(move || c.oom_kills(&s))
+                .await
+                .ok()
+                .flatten();
+            if now.is_some_and(|n| n > base) {
+                let limit = item.rec.target.qos().1.memory.limit;
+                state = ObservedState::Failed {
+                    failure: Failure::Runtime(RuntimeFailure::OutOfMemory { limit }),
+                };
+            }
+        }
+        self.set_state(key, item, state);
     }
 
     /// Puts a running pod's cgroup (the kubelet's) under the instance's class.
@@ -516,7 +542,7 @@ impl Core {
     async fn launch(&self, key: &str, t: &Target) {
         let subject = t.subject.clone();
         if subject.is_job() {
-            match self.store.job_result(&subject.to_string(), t.attempt) {
+            match self.store.job_result(&result_key(t), t.attempt) {
                 Ok(Some(res)) => {
                     let mut items = self.items.lock().await;
                     let it = items.entry(key.to_string()).or_insert_with(|| Item {
@@ -527,6 +553,7 @@ impl Core {
                             runtime_id: None,
                             cgroup: subject.cgroup_name(),
                             state: res.clone(),
+                            oom_kills_at_launch: None,
                         },
                         min_generation: None,
                     });
@@ -569,6 +596,7 @@ impl Core {
                     runtime_id: None,
                     cgroup: subject.cgroup_name(),
                     state: ObservedState::Pending,
+                    oom_kills_at_launch: None,
                 },
                 min_generation: None,
             });
@@ -586,14 +614,19 @@ impl Core {
         let pod = t.is_pod();
         let prepared = tokio::task::spawn_blocking(move || {
             if pod {
-                Ok(Vec::new())
+                Ok((Vec::new(), None))
             } else {
-                c.prepare(&s, class, profile)
+                c.prepare(&s, class, profile).map(|d| (d, c.oom_kills(&s)))
             }
         })
         .await;
         let dirs = match prepared {
-            Ok(Ok(d)) => d,
+            Ok(Ok((d, oom_kills))) => {
+                if let Some(it) = self.items.lock().await.get_mut(key) {
+                    it.rec.oom_kills_at_launch = oom_kills;
+                }
+                d
+            }
             Ok(Err(f)) => return self.fail(key, f).await,
             Err(e) => {
                 return self

@@ -37,6 +37,10 @@ pub struct ItemRecord {
     pub cgroup: String,
     /// Last observed state of `attempt`.
     pub state: ObservedState,
+    /// OOM kills counted in its cgroup when `attempt` was launched: a failure
+    /// after the count rose is an out-of-memory kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_kills_at_launch: Option<u64>,
 }
 
 /// Decoded records by key, and a message per record that cannot be decoded.
@@ -212,6 +216,7 @@ mod tests {
             runtime_id: None,
             cgroup: "acme.shop.web.init.migrate-v1".into(),
             state: ObservedState::Starting,
+            oom_kills_at_launch: None,
         };
         {
             let s = ExecStore::open(&path).unwrap();

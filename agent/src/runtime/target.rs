@@ -127,7 +127,7 @@ impl From<DesiredJob> for Target {
     fn from(d: DesiredJob) -> Self {
         Target {
             subject: Subject::Job(d.job),
-            placement: 0,
+            placement: d.run,
             attempt: d.attempt,
             not_before: None,
             spec: TargetSpec::Job(Box::new(d.launch)),

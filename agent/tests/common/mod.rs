@@ -537,6 +537,134 @@ impl RestartableDarosd {
         std::fs::read_to_string(self.dir.join(format!("darosd-{}.log", self.starts)))
             .unwrap_or_default()
     }
+
+    /// `darosctl ARGS -o json`, parsed (a failure panics as [`Self::ctl_ok`]).
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ctl_ok(&a)).unwrap()
+    }
+
+    /// `darosctl describe app APP -o json`.
+    pub fn describe(&self, app: &str) -> serde_json::Value {
+        self.json(&["describe", "app", app])
+    }
+
+    /// Waits up to [`APP_WAIT`] until `ok` holds for `app`'s description; on timeout the
+    /// panic shows the last description and the agent's log, so a CI failure says where
+    /// it stuck.
+    pub fn wait_app(
+        &self,
+        what: &str,
+        app: &str,
+        ok: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + APP_WAIT;
+        loop {
+            let d = self.describe(app);
+            if ok(&d) {
+                return d;
+            }
+            if Instant::now() >= deadline {
+                let log = self.log();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                panic!(
+                    "timed out after {APP_WAIT:?} waiting for {what}\nlast description: {d:#}\nlog tail:\n{tail}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl RestartableDarosd {
+    /// darosd with the runtime executor (daros-shim beside it, a 2 s stop grace), started
+    /// and serving its socket.
+    pub fn runtime_agent(dir: &Path, root: &str, tag: &str) -> Self {
+        let shim = Path::new(env!("CARGO_BIN_EXE_darosd")).with_file_name("daros-shim");
+        assert!(
+            shim.is_file(),
+            "{} missing: run `cargo build -p daros-adapters --bin daros-shim`",
+            shim.display()
+        );
+        let mut a =
+            RestartableDarosd::new(dir, root, tag, &[], &[("DAROS_RUNTIME_STOP_GRACE", "2s")]);
+        a.spawn_serving();
+        a
+    }
+
+    /// [`Self::spawn`], then waits for the API socket.
+    pub fn spawn_serving(&mut self) {
+        self.spawn();
+        wait_socket("darosd socket", &self.socket, APP_WAIT);
+    }
+}
+
+/// Every cgroup directory left under the test's managed root, in every hierarchy.
+pub fn cgroups_left(t: &TestRoot) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in t.backend().dirs(&CgroupPath::new(t.name()).unwrap()) {
+        if let Ok(rd) = std::fs::read_dir(&d.path) {
+            out.extend(
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|f| f.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    out
+}
+
+/// How long [`RestartableDarosd::wait_app`] waits.
+pub const APP_WAIT: Duration = Duration::from_secs(60);
+
+/// An application description's phase.
+pub fn phase(d: &serde_json::Value) -> String {
+    d["phase"].as_str().unwrap_or_default().to_string()
+}
+
+/// The first instance of `workload` in an application description.
+pub fn instance<'a>(d: &'a serde_json::Value, workload: &str) -> Option<&'a serde_json::Value> {
+    d["instances"].as_array()?.iter().find(|i| {
+        i["id"]
+            .as_str()
+            .is_some_and(|id| id.split('/').nth(2) == Some(workload))
+    })
+}
+
+/// The pids in the instance cgroup `cgroup` (`tenant.app.workload-vN.R`).
+pub fn pids_of(t: &TestRoot, cgroup: &str) -> Vec<u32> {
+    let cg = t.root.workload(cgroup).unwrap();
+    t.backend().procs(&cg).unwrap_or_default()
+}
+
+/// The parent pid of `pid`.
+pub fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The instance's main processes: those in its cgroup whose parent is outside it (httpd
+/// forks a child per request, a shell forks `sleep`, so the set changes).
+pub fn main_pids(t: &TestRoot, cgroup: &str) -> Vec<u32> {
+    let pids = pids_of(t, cgroup);
+    pids.iter()
+        .copied()
+        .filter(|p| ppid(*p).is_some_and(|pp| !pids.contains(&pp)))
+        .collect()
+}
+
+/// The instance's one main process.
+pub fn main_pid(t: &TestRoot, cgroup: &str) -> u32 {
+    let mains = main_pids(t, cgroup);
+    assert_eq!(mains.len(), 1, "one main process in {cgroup}: {mains:?}");
+    mains[0]
 }
 
 impl Drop for RestartableDarosd {

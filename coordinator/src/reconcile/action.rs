@@ -57,6 +57,9 @@ pub enum ActionKind {
     RunInitJob {
         /// The job.
         job: InitJobId,
+        /// The series of runs this attempt belongs to.
+        #[serde(default)]
+        run: PlacementId,
         /// Attempt number, from 1.
         attempt: u32,
         /// How to run it.

@@ -147,6 +147,10 @@ pub struct JobStatus {
     pub node: Option<String>,
     /// Spec version.
     pub version: u32,
+    /// Identity of this series of runs (a new one when the job is reset for a
+    /// new version, a retry or a restart), so that a node never answers a new
+    /// series with a result it kept from an earlier one.
+    pub run: PlacementId,
     /// Last observed state (`Exited {code: 0}` is success).
     pub observed: ObservedState,
     /// Runs asked so far.
@@ -161,10 +165,11 @@ pub struct JobStatus {
 
 impl JobStatus {
     /// A job not run yet.
-    pub fn new(version: u32, now: Timestamp) -> Self {
+    pub fn new(version: u32, run: PlacementId, now: Timestamp) -> Self {
         Self {
             node: None,
             version,
+            run,
             observed: ObservedState::Pending,
             since: now,
             attempts: 0,

@@ -193,6 +193,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             ),
                             kind: ActionKind::RunInitJob {
                                 job: job_id,
+                                run: st.run,
                                 attempt: 1,
                                 launch: Box::new(job_launch()),
                             },
@@ -230,6 +231,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             ),
                             kind: ActionKind::RunInitJob {
                                 job: job_id,
+                                run: st.run,
                                 attempt: st.attempts + 1,
                                 launch: Box::new(job_launch()),
                             },

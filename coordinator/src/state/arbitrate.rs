@@ -418,9 +418,10 @@ impl Coordinator {
             e.runtime.jobs.retain(|(jw, _), _| jw != w);
             if let Some(w) = spec.workload(w) {
                 for j in &w.init_jobs {
+                    self.job_runs += 1;
                     e.runtime.jobs.insert(
                         (w.name.clone(), j.name.clone()),
-                        JobStatus::new(version, now),
+                        JobStatus::new(version, self.job_runs, now),
                     );
                 }
             }

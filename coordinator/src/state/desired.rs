@@ -35,6 +35,8 @@ pub struct DesiredStart {
 pub struct DesiredRun {
     /// The job.
     pub job: InitJobId,
+    /// The series of runs (a node keeps one result per run and attempt).
+    pub run: PlacementId,
     /// Attempt (from 1).
     pub attempt: u32,
     /// How to run it.
@@ -155,6 +157,7 @@ impl Coordinator {
                         job: jname.clone(),
                         version: st.version,
                     },
+                    run: st.run,
                     attempt: st.attempts,
                     launch: JobLaunch {
                         runtime: j.runtime.unwrap_or(w.runtime),
@@ -201,14 +204,15 @@ impl Coordinator {
         })
     }
 
-    /// Attempt and observed state of an init job at its version.
-    pub fn job_status(&self, id: &InitJobId) -> Option<RunStatus> {
+    /// Attempt and observed state of an init job's series of runs `run` (0:
+    /// any run of that version).
+    pub fn job_status(&self, id: &InitJobId, run: PlacementId) -> Option<RunStatus> {
         let e = self.apps.get(&id.app)?;
         let st = e
             .runtime
             .jobs
             .get(&(id.workload.clone(), id.job.clone()))
-            .filter(|j| j.version == id.version)?;
+            .filter(|j| j.version == id.version && (run == 0 || j.run == run))?;
         Some(RunStatus {
             attempt: st.attempts,
             observed: st.observed.clone(),

@@ -63,6 +63,8 @@ pub struct Coordinator {
     /// Bumped whenever capacity is freed or added, so that degraded
     /// applications try to get their evicted replicas back once per change.
     capacity_epoch: u64,
+    /// Identities given to init-job run series so far.
+    job_runs: u64,
 }
 
 impl Coordinator {
@@ -112,8 +114,8 @@ impl Coordinator {
                 placement,
                 state,
             } => self.cmd_report_workload(&instance, placement, state, now, &mut out)?,
-            Command::ReportInitJob { job, state } => {
-                self.cmd_report_job(&job, state, now, &mut out)?
+            Command::ReportInitJob { job, run, state } => {
+                self.cmd_report_job(&job, run, state, now, &mut out)?
             }
             Command::Tick => self.cmd_tick(now, &mut out),
         }

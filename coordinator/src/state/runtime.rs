@@ -198,6 +198,7 @@ impl Coordinator {
     pub(super) fn cmd_report_job(
         &mut self,
         id: &InitJobId,
+        run: PlacementId,
         state: ObservedState,
         now: Timestamp,
         out: &mut Outcome,
@@ -211,12 +212,13 @@ impl Coordinator {
             .runtime
             .jobs
             .get_mut(&(id.workload.clone(), id.job.clone()))
-            .filter(|j| j.version == id.version)
+            .filter(|j| j.version == id.version && (run == 0 || j.run == run))
         {
             Some(j) => j.observe(state, now),
             None => {
-                out.notes
-                    .push(format!("ignored report for {id}: no such job run"));
+                out.notes.push(format!(
+                    "ignored report for {id} (run {run}): no such job run"
+                ));
                 return Ok(());
             }
         }

@@ -156,6 +156,7 @@ pub fn report_job(c: &mut Coordinator, id: &InitJobId, state: ObservedState, now
     c.apply(
         Command::ReportInitJob {
             job: id.clone(),
+            run: 0,
             state,
         },
         t(now),
