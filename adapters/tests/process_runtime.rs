@@ -356,6 +356,7 @@ fn policy(
         },
         on_exhausted: OnExhausted::WaitForOperator,
         reset_after: DurationMs::from_secs(600),
+        disconnect: Default::default(),
     }
 }
 

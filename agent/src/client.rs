@@ -13,13 +13,24 @@ use crate::api::error::ErrorBody;
 use crate::api::health::Health;
 use crate::model::{Capabilities, NodeSample, Workload, WorkloadKind, WorkloadList};
 
+/// What the caller can do about a failed connect.
+fn connect_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "the socket is root's (mode 0660): run darosctl as root, or as a member of the socket's group"
+        }
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            "is darosd running? start it (systemctl start darosd), or point --socket / DAROS_API_SOCKET at its socket"
+        }
+        _ => "use --socket or DAROS_API_SOCKET to name darosd's socket",
+    }
+}
+
 /// Errors talking to the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The socket cannot be reached.
-    #[error(
-        "cannot connect to darosd at {socket}: {source} (is darosd running? use --socket or DAROS_API_SOCKET)"
-    )]
+    #[error("cannot connect to darosd at {socket}: {source} ({})", connect_hint(.source))]
     Connect {
         /// Socket path.
         socket: PathBuf,

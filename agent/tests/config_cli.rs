@@ -166,3 +166,51 @@ fn invalid_toml_is_refused_with_position() {
     let (_d, f) = with_file("[agent]\ndata_dir = /var/lib\n");
     refused(&darosd(&["--config", &f], &[]), &["invalid TOML", "line 2"]);
 }
+
+/// A join token whose role is not `mesh.role` is refused at start, naming the fix
+/// (a client token used to join silently as a client).
+#[test]
+fn a_join_token_of_another_role_is_refused() {
+    let token = |role| {
+        daros_gossip::pki::JoinToken {
+            role,
+            secret: [1; 32],
+            ca_fingerprint: [2; 32],
+        }
+        .to_string()
+    };
+    let client = token(daros_gossip::Role::Client);
+    let out = darosd(&["--join", &client, "--server", "127.0.0.1:7100"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "mesh.role: the join token admits a client agent but mesh.role is \"server\"; \
+             set mesh.role = \"client\" (DAROS_MESH_ROLE=client) or join with the server token"
+        ),
+        "{err}"
+    );
+    // With the matching role it is accepted.
+    let out = darosd(
+        &["--join", &client, "--server", "127.0.0.1:7100"],
+        &[("DAROS_MESH_ROLE", "client")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = token(daros_gossip::Role::Server);
+    let out = darosd(
+        &["--join", &server, "--server", "127.0.0.1:7100"],
+        &[("DAROS_MESH_ROLE", "client")],
+    );
+    refused(
+        &out,
+        &[
+            "mesh.role",
+            "admits a server agent",
+            "mesh.role = \"server\"",
+        ],
+    );
+}

@@ -27,7 +27,7 @@ struct Host {
 }
 
 impl Host {
-    fn config(&self, seed: &str) -> PathBuf {
+    fn config(&self, seed: &str, role: &str) -> PathBuf {
         let p = self.dir.join("agent.toml");
         let seeds = if seed.is_empty() {
             String::new()
@@ -38,7 +38,7 @@ impl Host {
             &p,
             format!(
                 "[agent]\nnode_name = \"{}\"\n[net]\nenabled = false\n[mesh]\n\
-                 rpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
+                 role = \"{role}\"\nrpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
                  gossip_interval = \"100ms\"\nraft_heartbeat = \"50ms\"\n\
                  raft_election_min = \"300ms\"\nraft_election_max = \"600ms\"\n\
                  dispatch_interval = \"1s\"\n[mesh.labels]\nhost = \"{}\"\n",
@@ -52,7 +52,12 @@ impl Host {
     }
 
     fn start(&mut self, seed: &str, join: Option<(&str, &str)>) {
-        let cfg = self.config(seed);
+        // The role must match the join token's (darosd refuses otherwise).
+        let client = join.is_some_and(|(t, _)| {
+            t.parse::<daros_gossip::pki::JoinToken>()
+                .is_ok_and(|t| t.role == daros_gossip::Role::Client)
+        });
+        let cfg = self.config(seed, if client { "client" } else { "server" });
         let log = std::fs::File::options()
             .create(true)
             .append(true)
@@ -288,11 +293,16 @@ fn join_write_via_follower_and_leader_kill9_failover() {
             .any(|m| m["node_id"] == leader.as_str() && m["status"] == "dead")
             .then_some(())
     });
-    wait_for("killed node unschedulable", Duration::from_secs(30), || {
+    // Down (a committed fact) after mesh.node_down_after (10 s) of silence; not cordoned.
+    wait_for("killed node Down", Duration::from_secs(30), || {
         let n = hs[survivor].json(&["get", "nodes"])?;
         n.as_array()?
             .iter()
-            .any(|n| n["node"]["name"] == leader.as_str() && n["node"]["schedulable"] == false)
+            .any(|n| {
+                n["node"]["name"] == leader.as_str()
+                    && n["down_since"].is_u64()
+                    && n["node"]["schedulable"] == true
+            })
             .then_some(())
     });
 

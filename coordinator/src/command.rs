@@ -32,14 +32,21 @@ pub enum OperationRequest {
     Retry,
 }
 
-/// Health of a node as reported by the mesh or an operator.
+/// A change of a node's condition: its liveness, decided by the leader from
+/// the mesh (`Ready`, `Down`), or its cordon, set by an operator (`Cordoned`,
+/// `Uncordoned`). The two are independent: a node that comes back stays
+/// cordoned if an operator cordoned it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeCondition {
-    /// Takes workloads.
+    /// Heard from again: takes workloads (unless cordoned), its instances are
+    /// reachable again.
     Ready,
-    /// Takes no new workloads; running ones stay.
+    /// Operator: takes no new workloads; running ones stay.
     Cordoned,
-    /// Lost: its instances are re-placed elsewhere when possible.
+    /// Operator: takes new workloads again.
+    Uncordoned,
+    /// Silent: takes no new workloads; its instances are unreachable and lost
+    /// after their `disconnect.lostAfter` (then placed elsewhere, per policy).
     Down,
 }
 

@@ -250,13 +250,22 @@ fn pct(ppb: u64) -> String {
 }
 
 impl Explanation {
-    /// Human rendering.
+    /// Human rendering (times in milliseconds since the epoch).
     pub fn render(&self) -> String {
+        self.render_with(&|t| t.to_string())
+    }
+
+    /// Human rendering with times rendered by `time`.
+    pub fn render_with(&self, time: crate::model::time::TimeFormat<'_>) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
             "Decision {} ({:?}) for {} version {} at {}",
-            self.id, self.kind, self.app, self.version, self.time
+            self.id,
+            self.kind,
+            self.app,
+            self.version,
+            time(self.time)
         );
         let _ = writeln!(
             s,

@@ -340,6 +340,7 @@ fn node_loss_replaces_instances_elsewhere_or_degrades() {
             .iter()
             .all(|i| i.node.as_deref() == Some(node.as_str()))
     );
+    // Down: unreachable, not lost: Degraded, nothing moves before lostAfter (30 s).
     let out = c
         .apply(
             Command::SetNodeCondition {
@@ -349,6 +350,20 @@ fn node_loss_replaces_instances_elsewhere_or_degrades() {
             t(3),
         )
         .unwrap();
+    assert!(started(&out).is_empty(), "{out:?}");
+    assert_eq!(transitions(&out), ["Running->Degraded"]);
+    assert!(
+        out.events[0].reason.contains("unreachable"),
+        "{}",
+        out.events[0].reason
+    );
+    assert!(
+        c.apply(Command::Tick, t(29_000))
+            .map(|o| started(&o))
+            .unwrap()
+            .is_empty()
+    );
+    let out = c.apply(Command::Tick, t(30_003)).unwrap();
     let moved = started(&out);
     assert_eq!(moved.len(), 2);
     assert!(
@@ -358,29 +373,29 @@ fn node_loss_replaces_instances_elsewhere_or_degrades() {
             .all(|a| a.node != node)
     );
     for id in &moved {
-        report(&mut c, id, ObservedState::Running, 4);
+        report(&mut c, id, ObservedState::Running, 30_004);
     }
     assert_eq!(c.phase(&k), Some(Phase::Running));
-    // The other node goes too: nowhere to go, Degraded with the reason.
-    let other = c.describe(&k, t(4)).unwrap().instances[0]
+    // The other node goes too: after lostAfter nowhere to go, Degraded with the reason.
+    let other = c.describe(&k, t(30_004)).unwrap().instances[0]
         .node
         .clone()
         .unwrap();
-    let out = c
-        .apply(
-            Command::SetNodeCondition {
-                node: other.clone(),
-                condition: NodeCondition::Down,
-            },
-            t(5),
-        )
-        .unwrap();
-    assert_eq!(transitions(&out), ["Running->Degraded"]);
-    assert!(
-        out.events[0].reason.contains(&format!("node {other} down")),
-        "{}",
-        out.events[0].reason
-    );
+    c.apply(
+        Command::SetNodeCondition {
+            node: other.clone(),
+            condition: NodeCondition::Down,
+        },
+        t(30_005),
+    )
+    .unwrap();
+    assert_eq!(c.phase(&k), Some(Phase::Degraded));
+    c.apply(Command::Tick, t(60_005)).unwrap();
+    let d = c.describe(&k, t(60_005)).unwrap();
+    assert_eq!(d.phase, Phase::Degraded);
+    let why = d.degradation.unwrap().reason;
+    assert!(why.contains(&format!("node {other} down")), "{why}");
+    assert!(why.contains("not re-placed"), "{why}");
 }
 
 #[test]

@@ -43,32 +43,33 @@ fn a_report_about_an_earlier_placement_never_changes_the_new_one() {
         .clone()
         .unwrap();
 
-    let out = c
-        .apply(
-            Command::SetNodeCondition {
-                node: from.clone(),
-                condition: NodeCondition::Down,
-            },
-            t(3),
-        )
-        .unwrap();
+    c.apply(
+        Command::SetNodeCondition {
+            node: from.clone(),
+            condition: NodeCondition::Down,
+        },
+        t(3),
+    )
+    .unwrap();
+    // Lost after disconnect.lostAfter (30 s by default): placed elsewhere.
+    let out = c.apply(Command::Tick, t(30_003)).unwrap();
     let second = started_placements(&out)
         .pop()
         .expect("re-placed and started");
     assert_eq!(second.0, first.0, "same replica, same version");
     assert_ne!(second.1, first.1, "a new placement");
-    let d = c.describe(&k, t(3)).unwrap();
+    let d = c.describe(&k, t(30_003)).unwrap();
     let to = d.instances[0].node.clone().unwrap();
     assert_ne!(to, from);
 
     // The old node comes back and reports its copy stopped.
-    let out = report_placement(&mut c, &first, ObservedState::Stopped, 4);
+    let out = report_placement(&mut c, &first, ObservedState::Stopped, 30_004);
     assert!(
         out.notes.iter().any(|n| n.contains("ignored report")),
         "{:?}",
         out.notes
     );
-    let d = c.describe(&k, t(4)).unwrap();
+    let d = c.describe(&k, t(30_004)).unwrap();
     assert_eq!(d.instances[0].state, ObservedState::Pending, "{d:?}");
     assert_eq!(d.instances[0].placement, second.1);
     let desired = c.desired_work();
@@ -77,9 +78,9 @@ fn a_report_about_an_earlier_placement_never_changes_the_new_one() {
     assert!(desired[&from].instances.is_empty());
 
     // The new placement's reports count.
-    report_placement(&mut c, &second, ObservedState::Running, 5);
+    report_placement(&mut c, &second, ObservedState::Running, 30_005);
     assert_eq!(
-        c.describe(&k, t(5)).unwrap().instances[0].state,
+        c.describe(&k, t(30_005)).unwrap().instances[0].state,
         ObservedState::Running
     );
 }

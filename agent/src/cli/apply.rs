@@ -39,7 +39,7 @@ pub fn render_write(what: &str, r: &WriteResult) -> String {
     let mut s = format!("{what} (raft term {} index {})\n", r.term, r.index);
     for e in &r.outcome.events {
         s.push_str(&format!(
-            "  event: {} {} -> {:?}: {}\n",
+            "  event: {} {} -> {}: {}\n",
             e.app,
             e.from.map_or("-".to_string(), |p| p.to_string()),
             e.to,

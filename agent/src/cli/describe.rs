@@ -41,6 +41,6 @@ pub async fn run(
     let DescribeWhat::App { name, tenant } = a.what;
     let key = resolve(client, &name, tenant.as_deref()).await?;
     let d: AppDescription = client.get(&app_path(&key)).await?;
-    print(out, fmt, &d, || d.render())?;
+    print(out, fmt, &d, || d.render_with(&super::output::local_time))?;
     Ok(())
 }

@@ -35,6 +35,6 @@ pub async fn run(
         path.push_str(&format!("?decision={d}"));
     }
     let e: Explanation = client.get(&path).await?;
-    print(out, fmt, &e, || e.render())?;
+    print(out, fmt, &e, || e.render_with(&super::output::local_time))?;
     Ok(())
 }

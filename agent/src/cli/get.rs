@@ -85,22 +85,41 @@ pub async fn run(
             let list: Vec<crate::control::state::NodeView> = client.get("/v1/nodes").await?;
             print(out, fmt, &list, || {
                 let mut t = Table::new(
-                    &["NAME", "CPU", "MEMORY", "GPU", "RUNTIMES", "SCHEDULABLE"],
-                    &[false, true, true, true, false, false],
+                    &[
+                        "NAME",
+                        "STATUS",
+                        "CPU",
+                        "MEMORY",
+                        "GPU",
+                        "RUNTIMES",
+                        "SCHEDULABLE",
+                    ],
+                    &[false, false, true, true, true, false, false],
                 );
-                for n in &list {
-                    let n = &n.node;
+                for v in &list {
+                    let n = &v.node;
+                    let status = match v.down_since {
+                        Some(t) => format!("Down since {}", super::output::local_time(t)),
+                        None => "Ready".into(),
+                    };
                     t.row(vec![
                         n.name.clone(),
+                        status,
                         n.capacity.cpu.to_string(),
-                        n.capacity.memory.to_string(),
+                        super::output::bytes(n.capacity.memory.0),
                         n.capacity.gpu.0.to_string(),
                         n.runtimes
                             .iter()
                             .map(|r| format!("{r:?}").to_lowercase())
                             .collect::<Vec<_>>()
                             .join(","),
-                        if n.schedulable { "yes" } else { "no" }.into(),
+                        if !n.schedulable {
+                            "no (cordoned)".into()
+                        } else if v.down_since.is_some() {
+                            "no (down)".into()
+                        } else {
+                            "yes".into()
+                        },
                     ]);
                 }
                 t.render()

@@ -157,6 +157,19 @@ pub fn pct(v: Option<f64>) -> String {
     }
 }
 
+/// A coordinator time (ms since the epoch) as this machine's local time,
+/// `2026-11-24 23:05:01`.
+pub fn local_time(t: daros_coordinator::Timestamp) -> String {
+    use chrono::TimeZone as _;
+    i64::try_from(t.0)
+        .ok()
+        .and_then(|ms| chrono::Local.timestamp_millis_opt(ms).single())
+        .map_or_else(
+            || t.to_string(),
+            |d| d.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+}
+
 /// Seconds → `3d4h`, `5m12s`.
 pub fn duration(secs: f64) -> String {
     let s = secs.max(0.0) as u64;
@@ -171,6 +184,13 @@ pub fn duration(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_times_read_as_dates() {
+        let s = local_time(daros_coordinator::Timestamp(1_795_561_618_092));
+        assert!(s.starts_with("2026-11-2"), "{s}");
+        assert_eq!(s.len(), "2026-11-24 23:05:01".len(), "{s}");
+    }
 
     #[test]
     fn units() {

@@ -106,7 +106,21 @@ pub async fn operate(
         )
         .await?;
     print(out, fmt, &r, || {
-        render_write(&format!("{key}: {:?}", a.op), &r)
+        render_write(&format!("{key}: {}", a.op), &r)
     })?;
     Ok(())
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Operation::Start => f.write_str("start"),
+            Operation::Stop => f.write_str("stop"),
+            Operation::Restore => f.write_str("restore"),
+            Operation::Retry => f.write_str("retry"),
+            Operation::Scale { workload, replicas } => {
+                write!(f, "scale {workload} to {replicas} replica(s)")
+            }
+        }
+    }
 }

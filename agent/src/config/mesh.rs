@@ -63,6 +63,10 @@ pub struct MeshSection {
     pub raft_election_max: HumanDuration,
     /// How often the leader re-sends every node its work (also after changes).
     pub dispatch_interval: HumanDuration,
+    /// The leader marks a node Down after this long without a gossip heartbeat
+    /// from it (counted from its own election at the earliest); its instances
+    /// are then unreachable, and lost after their `disconnect.lostAfter`.
+    pub node_down_after: HumanDuration,
     /// Labels of this node (pools select on them).
     pub labels: BTreeMap<String, String>,
     /// Failure domains of this node (`zone = "z1"`).
@@ -88,6 +92,7 @@ impl Default for MeshSection {
             raft_election_min: HumanDuration(Duration::from_millis(t.election_min_ms)),
             raft_election_max: HumanDuration(Duration::from_millis(t.election_max_ms)),
             dispatch_interval: HumanDuration(Duration::from_secs(5)),
+            node_down_after: HumanDuration(Duration::from_secs(10)),
             labels: BTreeMap::new(),
             failure_domains: BTreeMap::new(),
         }
@@ -103,10 +108,26 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
             "mesh.join_token and mesh.join_server go together (darosd --join TOKEN --server ADDR)",
         ));
     }
-    if let Some(t) = &m.join_token
-        && let Err(e) = t.parse::<daros_gossip::pki::JoinToken>()
-    {
-        return Err(ConfigError::invalid("mesh.join_token", e.to_string()));
+    if let Some(t) = &m.join_token {
+        let token = t
+            .parse::<daros_gossip::pki::JoinToken>()
+            .map_err(|e| ConfigError::invalid("mesh.join_token", e.to_string()))?;
+        let (want, other) = match m.role {
+            MeshRole::Server => (daros_gossip::Role::Server, "client"),
+            MeshRole::Client => (daros_gossip::Role::Client, "server"),
+        };
+        if token.role != want {
+            return Err(ConfigError::invalid(
+                "mesh.role",
+                format!(
+                    "the join token admits a {} agent but mesh.role is {:?}; set mesh.role = \"{other}\" \
+                     (DAROS_MESH_ROLE={other}) or join with the {} token",
+                    token.role,
+                    format!("{:?}", m.role).to_lowercase(),
+                    format!("{:?}", m.role).to_lowercase()
+                ),
+            ));
+        }
     }
     if m.raft_heartbeat.0.is_zero() {
         return Err(ConfigError::invalid("mesh.raft_heartbeat", "must be > 0"));
@@ -127,6 +148,12 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             "mesh.gossip_interval",
             "must be at least 10ms",
+        ));
+    }
+    if m.node_down_after.0 < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            "mesh.node_down_after",
+            "must be at least 1s (a node is Down only after missing several gossip heartbeats)",
         ));
     }
     if m.dispatch_interval.0 < Duration::from_millis(100) {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use super::ControlError;
-use crate::config::{MeshRole, MeshSection};
+use crate::config::MeshSection;
 
 /// The mesh directory under the agent's data dir.
 pub fn mesh_dir(data_dir: &Path) -> PathBuf {
@@ -94,16 +94,7 @@ pub async fn prepare(
                 let token: JoinToken = token
                     .parse()
                     .map_err(|e| ControlError::Startup(format!("mesh.join_token: {e}")))?;
-                let want = match m.role {
-                    MeshRole::Server => daros_gossip::Role::Server,
-                    MeshRole::Client => daros_gossip::Role::Client,
-                };
-                if token.role != want && m.role != MeshRole::default() {
-                    return Err(ControlError::Startup(format!(
-                        "mesh.role is {:?} but the join token admits a {:?} agent",
-                        m.role, token.role
-                    )));
-                }
+                // The config check refused a token whose role is not mesh.role.
                 let creds = join::join_cluster(&dir, node, server, &token, Duration::from_secs(15))
                     .await
                     .map_err(|e| ControlError::Startup(format!("joining via {server}: {e}")))?;

@@ -1,8 +1,11 @@
-//! Leader dispatch: while this server leads, every node gets its complete
-//! desired work as a fenced command after each commit that changes it, after
-//! a leader change and every `period`; `Tick` is written when something is
-//! due; nodes the mesh declares dead are marked down, and ready again when
-//! they come back.
+//! Leader dispatch: while this server is the established leader (it committed
+//! an entry of its own term), every node gets its complete desired work as a
+//! fenced command after each commit that changes it, after a leader change
+//! and every `period`; `Tick` is written when something is due; a node not
+//! heard in gossip for `node_down_after` is marked Down, and Ready again once
+//! it is heard. Every liveness clock starts at this leader's establishment (a
+//! new leader never marks nodes Down from a cold view), and every decision is
+//! written fenced by this leader's term.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -53,45 +56,73 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
 /// Longest wait for one node to take its work (a round waits for every node).
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
 
-#[derive(Default)]
 struct Leading {
     term: u64,
+    /// When this leadership was established: no node is silent for longer.
+    since: Instant,
     /// Work each node acknowledged in this term.
     acked: BTreeMap<String, DesiredWork>,
     last_full: Option<Instant>,
     last_tick: Option<Instant>,
-    marked_down: BTreeSet<String>,
+    /// Last time this leader saw a new gossip heartbeat of each node.
+    heard: BTreeMap<String, Instant>,
     /// Last applied position a round was computed at.
     seen: Option<LogPosition>,
 }
 
-/// Runs on every server agent; acts while it is the leader.
+impl Leading {
+    fn new(term: u64) -> Self {
+        Self {
+            term,
+            since: Instant::now(),
+            acked: BTreeMap::new(),
+            last_full: None,
+            last_tick: None,
+            heard: BTreeMap::new(),
+            seen: None,
+        }
+    }
+}
+
+/// How the leader loop runs.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchSettings {
+    /// Full re-send and tick period.
+    pub period: Duration,
+    /// Silence after which a node is marked Down.
+    pub node_down_after: Duration,
+}
+
+/// Runs on every server agent; acts while it is the established leader.
 pub async fn leader_loop(
     plane: Arc<ControlPlane>,
     mut applied: watch::Receiver<LogPosition>,
-    period: Duration,
+    settings: DispatchSettings,
 ) {
-    let mut lead = Leading::default();
+    let period = settings.period;
+    let mut lead: Option<Leading> = None;
     let step = Duration::from_millis(250).min(period);
     loop {
         changed_or(&mut applied, step).await;
         let Some(st) = plane.mesh().consensus_status() else {
             return;
         };
-        if st.role != ServerRole::Leader {
-            if lead.term != 0 {
-                debug!(term = lead.term, "no longer leading; dispatch paused");
+        if st.role != ServerRole::Leader || !st.established {
+            if let Some(l) = lead.take() {
+                debug!(
+                    term = l.term,
+                    "no longer the established leader; dispatch paused"
+                );
             }
-            lead = Leading::default();
             continue;
         }
-        if st.term != lead.term {
+        if lead.as_ref().is_none_or(|l| l.term != st.term) {
             info!(term = st.term, "leading: dispatching work to every node");
-            lead = Leading {
-                term: st.term,
-                ..Leading::default()
-            };
+            lead = Some(Leading::new(st.term));
         }
+        let Some(lead) = lead.as_mut() else {
+            continue;
+        };
         let full = lead.last_full.is_none_or(|t| t.elapsed() >= period);
         let at = *applied.borrow_and_update();
         // Between full rounds, only a new commit can change a node's work.
@@ -100,12 +131,16 @@ pub async fn leader_loop(
                 lead.last_full = Some(Instant::now());
             }
             lead.seen = Some(at);
-            round(&plane, &mut lead, full, st.commit_index.unwrap_or(0)).await;
+            round(&plane, lead, full, st.commit_index.unwrap_or(0)).await;
         }
-        if lead.last_tick.is_none_or(|t| t.elapsed() >= period) {
+        // Ticks (restarts due, instances lost) and liveness at least every second.
+        if lead
+            .last_tick
+            .is_none_or(|t| t.elapsed() >= period.min(Duration::from_secs(1)))
+        {
             lead.last_tick = Some(Instant::now());
-            tick(&plane).await;
-            liveness(&plane, &mut lead).await;
+            tick(&plane, lead.term).await;
+            liveness(&plane, lead, settings.node_down_after).await;
         }
     }
 }
@@ -176,28 +211,37 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
     }
 }
 
-async fn tick(plane: &ControlPlane) {
+async fn tick(plane: &ControlPlane, term: u64) {
     let t = now();
     let due = plane
         .mesh()
         .read_with(move |s| s.coordinator().tick_due(t))
         .await
         .unwrap_or(false);
-    if due && let Err(e) = plane.write(Command::Tick).await {
+    if due && let Err(e) = plane.write_as_leader(term, Command::Tick).await {
         debug!(error = %e, "tick not written");
     }
 }
 
-/// Marks nodes whose agent the mesh declares dead as down (their instances are
-/// re-placed), and ready again once they are alive.
-async fn liveness(plane: &ControlPlane, lead: &mut Leading) {
-    let members: BTreeMap<String, MemberStatus> = plane
+/// Marks a registered node Down once this leader has not seen a new gossip
+/// heartbeat of it for `down_after` (or it announced it leaves), and Ready again
+/// once it is alive and heard within `down_after`. Both are committed facts:
+/// any later leader sees them and can bring the node back.
+async fn liveness(plane: &ControlPlane, lead: &mut Leading, down_after: Duration) {
+    let now = Instant::now();
+    let members: BTreeMap<String, (MemberStatus, Option<u64>)> = plane
         .mesh()
         .members()
         .await
         .into_iter()
-        .map(|m| (m.node_id.to_string(), m.status))
+        .map(|m| (m.node_id.to_string(), (m.status, m.last_heard_ms)))
         .collect();
+    for (name, (_, ms)) in &members {
+        if let Some(at) = ms.and_then(|ms| now.checked_sub(Duration::from_millis(ms))) {
+            let h = lead.heard.entry(name.clone()).or_insert(at);
+            *h = (*h).max(at);
+        }
+    }
     let nodes: Vec<(String, bool)> = match plane
         .mesh()
         .read_with(|s| {
@@ -205,7 +249,7 @@ async fn liveness(plane: &ControlPlane, lead: &mut Leading) {
                 .cluster()
                 .nodes()
                 .iter()
-                .map(|n| (n.spec.name.clone(), n.spec.schedulable))
+                .map(|n| (n.spec.name.clone(), n.down.is_some()))
                 .collect()
         })
         .await
@@ -213,31 +257,39 @@ async fn liveness(plane: &ControlPlane, lead: &mut Leading) {
         Ok(n) => n,
         Err(_) => return,
     };
-    for (name, schedulable) in nodes {
-        let status = members.get(&name).copied();
-        let gone = matches!(status, Some(MemberStatus::Dead | MemberStatus::Left));
-        let condition = if gone && schedulable {
+    for (name, down) in nodes {
+        let heard = lead
+            .heard
+            .get(&name)
+            .copied()
+            .unwrap_or(lead.since)
+            .max(lead.since);
+        let silent = now.saturating_duration_since(heard);
+        let status = members.get(&name).map(|(s, _)| *s);
+        let condition = if !down && (silent > down_after || status == Some(MemberStatus::Left)) {
             NodeCondition::Down
-        } else if status == Some(MemberStatus::Alive) && lead.marked_down.contains(&name) {
+        } else if down && status == Some(MemberStatus::Alive) && silent <= down_after {
             NodeCondition::Ready
         } else {
             continue;
         };
         match plane
-            .write(Command::SetNodeCondition {
-                node: name.clone(),
-                condition,
-            })
+            .write_as_leader(
+                lead.term,
+                Command::SetNodeCondition {
+                    node: name.clone(),
+                    condition,
+                },
+            )
             .await
         {
-            Ok(_) => {
-                warn!(node = %name, ?condition, "node condition changed by the mesh's liveness");
-                if condition == NodeCondition::Down {
-                    lead.marked_down.insert(name);
-                } else {
-                    lead.marked_down.remove(&name);
-                }
-            }
+            Ok(_) => warn!(
+                node = %name,
+                ?condition,
+                silent_ms = silent.as_millis() as u64,
+                term = lead.term,
+                "node condition changed by the leader's liveness view"
+            ),
             Err(e) => debug!(node = %name, error = %e, "node condition not written"),
         }
     }

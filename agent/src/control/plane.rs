@@ -108,7 +108,10 @@ impl ControlPlane {
             tasks.push(tokio::spawn(dispatch::leader_loop(
                 Arc::clone(&plane),
                 applied,
-                s.mesh.dispatch_interval.0,
+                dispatch::DispatchSettings {
+                    period: s.mesh.dispatch_interval.0,
+                    node_down_after: s.mesh.node_down_after.0,
+                },
             )));
         }
         if let Ok(mut t) = plane.tasks.lock() {
@@ -157,11 +160,31 @@ impl ControlPlane {
         &self,
         command: ControlCommand,
     ) -> Result<(Outcome, LogPosition), ControlError> {
-        let c = self
-            .mesh
-            .write(Stamped { at: now(), command })
-            .await
-            .map_err(ControlError::from_mesh)?;
+        self.write_stamped(Stamped {
+            at: now(),
+            leader_term: None,
+            command,
+        })
+        .await
+    }
+
+    /// Writes a decision this server made as the leader of `term` (fenced by it:
+    /// refused if committed in any other term).
+    pub(super) async fn write_as_leader(
+        &self,
+        term: u64,
+        command: Command,
+    ) -> Result<(Outcome, LogPosition), ControlError> {
+        self.write_stamped(Stamped {
+            at: now(),
+            leader_term: Some(term),
+            command: ControlCommand::Coordinator { command },
+        })
+        .await
+    }
+
+    async fn write_stamped(&self, s: Stamped) -> Result<(Outcome, LogPosition), ControlError> {
+        let c = self.mesh.write(s).await.map_err(ControlError::from_mesh)?;
         let outcome = c.response.map_err(ControlError::Refused)?;
         Ok((outcome, c.at))
     }

@@ -41,6 +41,11 @@ pub enum ControlCommand {
 pub struct Stamped {
     /// Proposer's time (ms since the epoch).
     pub at: Timestamp,
+    /// A leader's own decision (liveness, ticks) made while leading this term:
+    /// applied only if committed in that very term, so a deposed leader's
+    /// decision, forwarded to its successor, changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_term: Option<u64>,
     /// The command.
     pub command: ControlCommand,
 }
@@ -70,9 +75,9 @@ pub struct Failure {
 impl From<CoordinatorError> for Failure {
     fn from(e: CoordinatorError) -> Self {
         let kind = match &e {
-            CoordinatorError::Invalid { .. } | CoordinatorError::UnknownTenant { .. } => {
-                FailureKind::Invalid
-            }
+            CoordinatorError::Invalid { .. }
+            | CoordinatorError::UnknownTenant { .. }
+            | CoordinatorError::InvalidScale { .. } => FailureKind::Invalid,
             CoordinatorError::UnknownApp(_)
             | CoordinatorError::NoTenant(_)
             | CoordinatorError::UnknownNode(_)
@@ -128,8 +133,11 @@ pub enum ControlQuery {
 /// Registered node as listed by the state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
-    /// The node as registered.
+    /// The node as registered (`schedulable` is the operator's cordon).
     pub node: daros_coordinator::ExecutionNode,
+    /// Since when the leader has it Down (silent); absent while Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_since: Option<Timestamp>,
 }
 
 /// The replicated coordinator.
@@ -258,6 +266,7 @@ impl CoordinatorState {
                     .iter()
                     .map(|n| NodeView {
                         node: n.spec.clone(),
+                        down_since: n.down,
                     })
                     .collect::<Vec<_>>(),
             )),
@@ -272,6 +281,19 @@ impl ReplicatedState for CoordinatorState {
     type QueryResponse = Result<Value, Failure>;
 
     fn apply(&mut self, cmd: Stamped, at: LogPosition) -> Self::Response {
+        if let Some(t) = cmd.leader_term
+            && t != at.term
+        {
+            self.applied.send_replace(at);
+            return Err(Failure {
+                kind: FailureKind::Conflict,
+                message: format!(
+                    "refused: a decision of the leader of term {t} committed in term {}; \
+                     the leader that made it no longer leads",
+                    at.term
+                ),
+            });
+        }
         let r = self.run(&cmd);
         // Only commands that changed the state are journaled: a refused
         // command changes nothing, and a dropped report did not reach it.
@@ -326,6 +348,7 @@ mod tests {
         s.apply(
             Stamped {
                 at: Timestamp(1_000),
+                leader_term: None,
                 command: ControlCommand::Coordinator {
                     command: Command::Apply {
                         documents,
@@ -346,6 +369,7 @@ mod tests {
         s.apply(
             Stamped {
                 at: Timestamp(500),
+                leader_term: None,
                 command: ControlCommand::Coordinator {
                     command: Command::RegisterNode { node },
                 },
@@ -379,6 +403,7 @@ mod tests {
         s.apply(
             Stamped {
                 at: Timestamp(1_000 + index),
+                leader_term: None,
                 command: ControlCommand::Report {
                     node: "n1".into(),
                     report: NodeReport::Instance {
@@ -414,6 +439,7 @@ mod tests {
         s.apply(
             Stamped {
                 at: Timestamp(1_003),
+                leader_term: None,
                 command: ControlCommand::Report {
                     node: "n1".into(),
                     report: NodeReport::InitJob {
@@ -439,6 +465,7 @@ mod tests {
         s.apply(
             Stamped {
                 at: Timestamp(1_006),
+                leader_term: None,
                 command: ControlCommand::Coordinator {
                     command: Command::Apply {
                         documents,
@@ -457,6 +484,7 @@ mod tests {
             s.apply(
                 Stamped {
                     at: Timestamp(1_008),
+                    leader_term: None,
                     command: ControlCommand::Report {
                         node: "n1".into(),
                         report: NodeReport::InitJob {
@@ -487,6 +515,7 @@ mod tests {
         let job = s.desired_work()["n1"].jobs[0].clone();
         let report = |attempt, at| Stamped {
             at: Timestamp(at),
+            leader_term: None,
             command: ControlCommand::Report {
                 node: "n1".into(),
                 report: NodeReport::InitJob {

@@ -66,8 +66,10 @@ fn init_logging(cfg: &Config) -> Result<(), DaemonError> {
     }
     let filter = EnvFilter::try_new(&level)
         .map_err(|e| ConfigError::invalid("agent.log_level", e.to_string()))?;
+    // Colour only on a terminal: journald and redirected logs get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let res = match cfg.agent.log_format {
         LogFormat::Text => builder.try_init(),

@@ -73,20 +73,31 @@ pub struct LifecycleEvent {
     pub related: Vec<String>,
 }
 
-impl fmt::Display for LifecycleEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LifecycleEvent {
+    /// One line, with the time rendered by `time`.
+    pub fn render(&self, time: crate::model::time::TimeFormat<'_>) -> String {
         let from = self.from.map_or("[*]".to_string(), |p| p.to_string());
-        write!(
-            f,
+        let mut s = format!(
             "#{} {} {} -> {} ({}): {}",
-            self.seq, self.time, from, self.to, self.trigger, self.reason
-        )?;
+            self.seq,
+            time(self.time),
+            from,
+            self.to,
+            self.trigger,
+            self.reason
+        );
         if !self.policies.is_empty() {
-            write!(f, " [policies: {}]", self.policies.join(", "))?;
+            s.push_str(&format!(" [policies: {}]", self.policies.join(", ")));
         }
         if !self.related.is_empty() {
-            write!(f, " [{}]", self.related.join(", "))?;
+            s.push_str(&format!(" [{}]", self.related.join(", ")));
         }
-        Ok(())
+        s
+    }
+}
+
+impl fmt::Display for LifecycleEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(&|t| t.to_string()))
     }
 }

@@ -1,6 +1,7 @@
 //! How a workload reacts to failure (seed 000 §4.7.2): restart with retries
 //! and backoff, wait for an operator, or fail and stop its dependents.
 
+use super::disconnect::DisconnectPolicy;
 use super::time::DurationMs;
 use crate::field::{FieldError, join};
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,9 @@ pub struct LifecyclePolicy {
     /// retries afresh (default 10m).
     #[serde(default = "default_reset")]
     pub reset_after: DurationMs,
+    /// What happens when its node goes silent.
+    #[serde(default)]
+    pub disconnect: DisconnectPolicy,
 }
 
 fn default_reset() -> DurationMs {
@@ -133,6 +137,7 @@ impl Default for LifecyclePolicy {
             backoff: Backoff::default(),
             on_exhausted: OnExhausted::default(),
             reset_after: default_reset(),
+            disconnect: DisconnectPolicy::default(),
         }
     }
 }
@@ -140,7 +145,9 @@ impl Default for LifecyclePolicy {
 impl LifecyclePolicy {
     /// Checks the values; `path` is the policy's path.
     pub fn validate(&self, path: &str) -> Vec<FieldError> {
-        self.backoff.validate(&join(path, "backoff"))
+        let mut errs = self.backoff.validate(&join(path, "backoff"));
+        errs.extend(self.disconnect.validate(&join(path, "disconnect")));
+        errs
     }
 
     /// True when an instance that ended (`failed` tells whether it was a

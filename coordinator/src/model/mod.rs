@@ -3,6 +3,7 @@
 
 pub mod application;
 pub mod dependency;
+pub mod disconnect;
 pub mod failure;
 pub mod health;
 pub mod lifecycle_policy;

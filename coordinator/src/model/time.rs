@@ -26,6 +26,10 @@ impl Timestamp {
     }
 }
 
+/// How a view renders a time (the CLI passes local time; the default prints
+/// milliseconds since the epoch).
+pub type TimeFormat<'a> = &'a dyn Fn(Timestamp) -> String;
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "t={}ms", self.0)

@@ -82,11 +82,18 @@ pub struct NodeState {
     pub domains: Vec<(u32, u32)>,
     /// Cost per hour in thousandths (`u64::MAX` when unknown).
     pub cost: u64,
+    /// Since when the node is Down (silent), if it is.
+    pub down: Option<crate::model::time::Timestamp>,
     runtime_mask: u8,
     slots: Vec<u32>,
 }
 
 impl NodeState {
+    /// True when new instances may be placed here: not cordoned, not Down.
+    pub fn takes_work(&self) -> bool {
+        self.spec.schedulable && self.down.is_none()
+    }
+
     /// Free cpu at ratio 1 (zero when overcommitted).
     pub fn free_cpu(&self) -> u64 {
         self.cap.cpu.saturating_sub(self.alloc.cpu)
@@ -134,7 +141,7 @@ impl NodeState {
 
     /// Whether `d` fits if the node's usage were `u`.
     pub fn fit_with(&self, u: Usage, d: &Demand, ratio: Ratio) -> Result<(), RejectReason> {
-        if !self.spec.schedulable {
+        if !self.takes_work() {
             return Err(RejectReason::Unschedulable);
         }
         if !self.supports(&d.runtime) {
@@ -346,6 +353,7 @@ impl Cluster {
                     tenant_cpu: Vec::new(),
                     domains: Vec::new(),
                     cost: u64::MAX,
+                    down: None,
                     runtime_mask: 0,
                     slots: Vec::new(),
                 });
@@ -375,6 +383,16 @@ impl Cluster {
         self.index(idx);
         self.recompute_totals();
         idx
+    }
+
+    /// Marks a node Down (silent since `since`) or back (`None`).
+    pub fn set_down(&mut self, i: NodeIdx, since: Option<crate::model::time::Timestamp>) {
+        if (i as usize) < self.nodes.len() {
+            self.unindex(i);
+            self.nodes[i as usize].down = since;
+            self.index(i);
+            self.recompute_totals();
+        }
     }
 
     /// Cordons or uncordons a node.
@@ -446,7 +464,7 @@ impl Cluster {
         self.total_cap = self
             .nodes
             .iter()
-            .filter(|n| n.spec.schedulable)
+            .filter(|n| n.takes_work())
             .fold(ResVec::default(), |a, n| a.plus(n.cap));
     }
 
@@ -460,7 +478,7 @@ impl Cluster {
             c.cost_tree.invalidate();
         }
         let cap = n.cap;
-        let schedulable = n.spec.schedulable;
+        let schedulable = n.takes_work();
         for p in self.pools.values_mut() {
             if p.members.remove(&i) && schedulable {
                 p.cap = p.cap.minus(cap);
@@ -484,7 +502,7 @@ impl Cluster {
             return;
         }
         p.members.insert(i);
-        if !n.spec.schedulable {
+        if !n.takes_work() {
             return;
         }
         p.cap = p.cap.plus(n.cap);

@@ -90,6 +90,8 @@ pub struct Instance {
     /// The last failure reported since it was last ready (what `get apps`
     /// shows while it restarts).
     pub last_failure: Option<String>,
+    /// Since when its node is Down (the instance is unreachable, not lost yet).
+    pub disconnected: Option<Timestamp>,
 }
 
 impl Instance {
@@ -110,6 +112,7 @@ impl Instance {
             replacing: None,
             slot: Some(slot),
             last_failure: None,
+            disconnected: None,
         }
     }
 

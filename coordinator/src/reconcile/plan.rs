@@ -290,6 +290,23 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 all_completed = false;
                 continue;
             };
+            // Its node is Down: unreachable, not lost (yet).
+            if let Some(since) = inst.disconnected {
+                all_ready = false;
+                all_completed = false;
+                let d = lp.disconnect;
+                let then = if d.replace {
+                    wake(&mut p, since.plus(d.lost_after));
+                    format!("placed elsewhere if still down {} after", d.lost_after)
+                } else {
+                    "kept there until the node returns (disconnect.replace: false)".into()
+                };
+                down.push(format!(
+                    "{}/{} unreachable: node {node} is down; {then}",
+                    k.workload, k.replica
+                ));
+                continue;
+            }
             // Rolling update: one replacement in flight at a time.
             if let Some(old) = &inst.replacing {
                 all_ready = false;

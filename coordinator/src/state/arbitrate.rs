@@ -16,7 +16,6 @@ use crate::error::CoordinatorError;
 use crate::lifecycle::{Input, Operation, Phase, SystemEvent, Trigger, transition};
 use crate::model::application::Application;
 use crate::model::dependency::DependencyGraph;
-use crate::model::failure::{Failure, InfrastructureFailure};
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
 use crate::placement::{NodeIdx, Placed, ResVec};
@@ -482,7 +481,7 @@ impl Coordinator {
 
     /// Marks `lost` allocations (already released from the cluster) as
     /// evicted instances of `key`, stopping them where they still run.
-    fn evict(
+    pub(super) fn evict(
         &mut self,
         key: &AppKey,
         lost: &[(NodeIdx, u64, Placed)],
@@ -530,7 +529,7 @@ impl Coordinator {
 
     /// Puts evicted instances back on nodes (restore, node loss); returns
     /// the decision and whether it succeeded.
-    fn replace_evicted(
+    pub(super) fn replace_evicted(
         &mut self,
         key: &AppKey,
         now: Timestamp,
@@ -1146,94 +1145,5 @@ impl Coordinator {
         );
         self.apply_preemptions(key, &g, d, now, out);
         self.replan(key, now, out);
-    }
-
-    /// A node is lost: its instances fail with an infrastructure failure
-    /// and are re-placed elsewhere when possible; otherwise their
-    /// applications degrade (or fail when they never ran).
-    pub(super) fn node_lost(&mut self, idx: NodeIdx, now: Timestamp, out: &mut Outcome) {
-        let name = self.cluster.name(idx).to_string();
-        let lost: Vec<(u64, Placed)> = self
-            .cluster
-            .node(idx)
-            .map(|n| n.instances.iter().map(|(s, p)| (*s, p.clone())).collect())
-            .unwrap_or_default();
-        let mut by_app: BTreeMap<u32, Vec<(NodeIdx, u64, Placed)>> = BTreeMap::new();
-        for (s, p) in lost {
-            self.cluster.release(idx, s);
-            by_app.entry(p.app).or_default().push((idx, s, p));
-        }
-        for (id, lost) in by_app {
-            let Some(key) = self.app_ids.get(&id).cloned() else {
-                continue;
-            };
-            let reason = format!("node {name} down");
-            self.evict(&key, &lost, &reason, now, out);
-            if let Some(e) = self.apps.get_mut(&key) {
-                for (_, _, p) in &lost {
-                    if let Some(inst) = e
-                        .runtime
-                        .instances
-                        .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
-                    {
-                        inst.observed = ObservedState::Failed {
-                            failure: Failure::Infrastructure {
-                                kind: InfrastructureFailure::NodeDown,
-                                node: name.clone(),
-                            },
-                        };
-                        inst.requested = None;
-                    }
-                }
-                for j in e.runtime.jobs.values_mut() {
-                    if j.node.as_deref() == Some(name.as_str()) && !j.succeeded() {
-                        j.node = None;
-                    }
-                }
-            }
-            match self.replace_evicted(&key, now, out) {
-                Some((d, true, r)) => {
-                    out.notes.push(format!(
-                        "{key}: {reason}; {} re-placed ({r}, decision {d})",
-                        lost.len()
-                    ));
-                    self.replan(&key, now, out);
-                }
-                Some((d, false, r)) => {
-                    let why = format!(
-                        "{reason}: {} instance(s) lost and not re-placed: {r}",
-                        lost.len()
-                    );
-                    let phase = self.apps.get(&key).map(|e| e.phase);
-                    let ev = if phase == Some(Phase::Scheduled) {
-                        SystemEvent::ExecutionFailed
-                    } else {
-                        SystemEvent::Degrade
-                    };
-                    if let Ok(step) = self.transition_app(
-                        &key,
-                        Input::Event(ev),
-                        Trigger::System,
-                        why.clone(),
-                        Vec::new(),
-                        vec![d.to_string()],
-                        now,
-                        out,
-                    ) {
-                        self.teardown(&key, &step.actions, &why, None, out);
-                    }
-                    if let Some(e) = self.apps.get_mut(&key)
-                        && e.phase == Phase::Degraded
-                    {
-                        e.degradation = Some(Degradation {
-                            cause: DegradationCause::NodeLoss,
-                            reason: why,
-                        });
-                        e.restore_epoch = self.capacity_epoch;
-                    }
-                }
-                None => {}
-            }
-        }
     }
 }

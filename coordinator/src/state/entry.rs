@@ -26,6 +26,16 @@ pub enum DegradationCause {
     NodeLoss,
 }
 
+impl std::fmt::Display for DegradationCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DegradationCause::Runtime => "replicas down",
+            DegradationCause::Preemption => "preempted",
+            DegradationCause::NodeLoss => "node lost",
+        })
+    }
+}
+
 /// Degradation state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Degradation {

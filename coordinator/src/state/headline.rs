@@ -62,6 +62,14 @@ impl Coordinator {
         if let Some(line) = instances().find_map(|(k, i)| failing(k, i)) {
             return line;
         }
+        if let Some((k, i)) = instances().find(|(_, i)| i.disconnected.is_some()) {
+            return format!(
+                "{}/{} unreachable: node {} is down",
+                k.workload,
+                k.replica,
+                i.node.as_deref().unwrap_or("-")
+            );
+        }
         if let Some((k, i)) = instances().find(|(_, i)| i.evicted.is_some()) {
             return format!(
                 "{}/{} evicted: {}",

@@ -8,6 +8,7 @@ mod arbitrate;
 pub mod desired;
 pub mod entry;
 mod headline;
+mod liveness;
 mod query;
 mod runtime;
 
@@ -96,8 +97,7 @@ impl Coordinator {
             }
             Command::RegisterNode { node } => {
                 check(validate::node(&node), "Node", &node.name)?;
-                self.cluster.upsert_node(node);
-                self.capacity_epoch += 1;
+                self.register_node(node);
             }
             Command::SetNodeCondition { node, condition } => {
                 self.cmd_node_condition(&node, condition, now, &mut out)?
@@ -325,15 +325,13 @@ impl Coordinator {
             .index_of(node)
             .ok_or_else(|| CoordinatorError::UnknownNode(node.into()))?;
         match condition {
-            NodeCondition::Ready => {
+            NodeCondition::Ready => self.node_back(idx, now, out),
+            NodeCondition::Down => self.node_down(idx, now, out),
+            NodeCondition::Uncordoned => {
                 self.cluster.set_schedulable(idx, true);
                 self.capacity_epoch += 1;
             }
             NodeCondition::Cordoned => self.cluster.set_schedulable(idx, false),
-            NodeCondition::Down => {
-                self.cluster.set_schedulable(idx, false);
-                self.node_lost(idx, now, out);
-            }
         }
         Ok(())
     }

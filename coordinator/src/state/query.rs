@@ -65,6 +65,9 @@ pub struct InstanceView {
     /// The last failure seen since it was last ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// Since when its node is Down (unreachable, not lost yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<Timestamp>,
 }
 
 /// An init job as shown by `describe`.
@@ -122,13 +125,18 @@ pub struct AppDescription {
 }
 
 impl AppDescription {
-    /// Human rendering.
+    /// Human rendering (times in milliseconds since the epoch).
     pub fn render(&self) -> String {
+        self.render_with(&|t| t.to_string())
+    }
+
+    /// Human rendering with times rendered by `time`.
+    pub fn render_with(&self, time: crate::model::time::TimeFormat<'_>) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "Application: {}", self.app);
         let _ = writeln!(s, "Phase:       {}", self.phase);
         if let Some(d) = &self.degradation {
-            let _ = writeln!(s, "Degraded:    {:?}: {}", d.cause, d.reason);
+            let _ = writeln!(s, "Degraded:    {}: {}", d.cause, d.reason);
         }
         let _ = writeln!(
             s,
@@ -188,7 +196,7 @@ impl AppDescription {
         }
         let _ = writeln!(s, "Events:");
         for e in &self.events {
-            let _ = writeln!(s, "  {e}");
+            let _ = writeln!(s, "  {}", e.render(time));
         }
         if !self.decisions.is_empty() {
             let ids: Vec<String> = self.decisions.iter().map(|d| d.to_string()).collect();
@@ -274,6 +282,7 @@ impl Coordinator {
                 replacing: i.replacing.as_ref().map(|r| r.version),
                 placement: i.placement,
                 last_failure: i.last_failure.clone(),
+                unreachable_since: i.disconnected,
             })
             .collect();
         let jobs = e

@@ -234,6 +234,7 @@ impl Coordinator {
             .map(|e| e.key.clone())
             .collect();
         for key in due {
+            self.expire_lost(&key, now, out);
             self.replan(&key, now, out);
         }
         self.auto_restore(now, out);

@@ -44,8 +44,17 @@ pub struct ServerStatus {
 pub struct ConsensusStatus {
     /// This server.
     pub node_id: NodeId,
-    /// Its raft role.
+    /// Its raft role (a leader without a quorum for `quorum_lost_ms` reports
+    /// `candidate`: it stepped down).
     pub role: ServerRole,
+    /// A leader that committed an entry of its own term: only such a leader
+    /// acts as coordinator.
+    #[serde(default)]
+    pub established: bool,
+    /// On a leader that stepped down: milliseconds since a quorum last
+    /// acknowledged it (`u64::MAX`: never in this leadership).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum_lost_ms: Option<u64>,
     /// Current leader (the coordinator).
     pub leader: Option<NodeId>,
     /// Current term.

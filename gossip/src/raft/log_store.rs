@@ -93,6 +93,11 @@ impl LogStore {
         .await
     }
 
+    /// The last log id (the last entry's, else the last purged one's).
+    pub(crate) fn last_log_id(&self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.last_entry()?.or(self.meta(PURGED)?))
+    }
+
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
         let txn = self.db.begin_read().map_err(read_err)?;
         let t = txn.open_table(LOG).map_err(read_err)?;

@@ -2,6 +2,7 @@
 //! the application state machine ([`ReplicatedState`]); log, vote and snapshots in redb.
 
 mod consensus;
+mod election;
 mod log_store;
 mod network;
 mod node;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::raft::AppendEntriesResponse;
 use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
 use redb::Database;
 use serde_json::Value;
@@ -15,6 +16,7 @@ use serde_json::Value;
 use super::consensus::{
     Committed, Consensus, ConsensusError, ConsensusStatus, ServerRole, ServerStatus,
 };
+use super::election::{Elections, PREVOTE, PreVoteRequest};
 use super::log_store::{LogStore, NONE};
 use super::network::{APPEND, NetworkFactory, SNAPSHOT, VOTE};
 use super::state::{LogPosition, ReplicatedState};
@@ -65,6 +67,7 @@ pub struct RaftNode<S: ReplicatedState> {
     state: SharedState<S>,
     committed: Arc<AtomicU64>,
     me: NodeId,
+    elections: Arc<Elections>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ConsensusError {
@@ -112,22 +115,26 @@ impl<S: ReplicatedState> RaftNode<S> {
         .map_err(|e| ConsensusError::Invalid(format!("raft timing: {e}")))?;
         let log = LogStore::open(db.clone()).map_err(unavailable)?;
         let committed = log.committed_index();
+        let log_reader = log.clone();
         let sm = StateMachineStore::open(db, state).map_err(unavailable)?;
         let shared = sm.shared();
         let raft = Raft::new(
             me.raft_id(),
             Arc::new(config),
-            NetworkFactory::new(rpc),
+            NetworkFactory::new(rpc.clone()),
             log,
             sm,
         )
         .await
         .map_err(unavailable)?;
+        let elections = Arc::new(Elections::new(raft.clone(), log_reader, rpc, timing));
+        tokio::spawn(Arc::clone(&elections).run());
         Ok(Self {
             raft,
             state: shared,
             committed,
             me,
+            elections,
         })
     }
 
@@ -149,33 +156,53 @@ impl<S: ReplicatedState> RaftNode<S> {
 
     /// Registers the `raft.*` methods (server agents only).
     pub fn register(&self, registry: &Registry) {
-        let r = self.raft.clone();
+        // Hearing from a leader (or voting for a candidate) restarts the
+        // election timeout of the pre-vote driver.
+        let (r, el) = (self.raft.clone(), Arc::clone(&self.elections));
         registry.unary(APPEND, Access::Server, move |_ctx, body: Value| {
-            let r = r.clone();
+            let (r, el) = (r.clone(), Arc::clone(&el));
             async move {
                 let req = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("append entries: {e}")))?;
                 let res = r.append_entries(req).await;
+                if matches!(&res, Ok(a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
+                    el.contact.touch();
+                }
                 serde_json::to_value(&res).map_err(|e| RpcError::internal(e.to_string()))
             }
         });
-        let r = self.raft.clone();
+        let (r, el) = (self.raft.clone(), Arc::clone(&self.elections));
         registry.unary(VOTE, Access::Server, move |_ctx, body: Value| {
-            let r = r.clone();
+            let (r, el) = (r.clone(), Arc::clone(&el));
             async move {
                 let req = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("vote: {e}")))?;
                 let res = r.vote(req).await;
+                if matches!(&res, Ok(v) if v.vote_granted) {
+                    el.contact.touch();
+                }
                 serde_json::to_value(&res).map_err(|e| RpcError::internal(e.to_string()))
             }
         });
-        let r = self.raft.clone();
+        let el = Arc::clone(&self.elections);
+        registry.unary(PREVOTE, Access::Server, move |_ctx, body: Value| {
+            let el = Arc::clone(&el);
+            async move {
+                let req: PreVoteRequest = serde_json::from_value(body)
+                    .map_err(|e| RpcError::bad_request(format!("pre-vote: {e}")))?;
+                serde_json::to_value(el.answer(&req)).map_err(|e| RpcError::internal(e.to_string()))
+            }
+        });
+        let (r, el) = (self.raft.clone(), Arc::clone(&self.elections));
         registry.unary(SNAPSHOT, Access::Server, move |_ctx, body: Value| {
-            let r = r.clone();
+            let (r, el) = (r.clone(), Arc::clone(&el));
             async move {
                 let req = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("install snapshot: {e}")))?;
                 let res = r.install_snapshot(req).await;
+                if res.is_ok() {
+                    el.contact.touch();
+                }
                 serde_json::to_value(&res).map_err(|e| RpcError::internal(e.to_string()))
             }
         });
@@ -185,6 +212,21 @@ impl<S: ReplicatedState> RaftNode<S> {
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+
+    /// Refuses leader-only work on a leader that lost its quorum (nothing is
+    /// proposed: the caller may safely try again elsewhere).
+    fn check_quorum(&self) -> Result<(), ConsensusError> {
+        match self.elections.quorum_lost_ms() {
+            Some(ms) => Err(ConsensusError::NotLeader {
+                leader: None,
+                leader_addr: None,
+            })
+            .inspect_err(|_| {
+                tracing::debug!(ms, "leader without a quorum: refusing leader-only work")
+            }),
+            None => Ok(()),
         }
     }
 
@@ -225,6 +267,7 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
                 limit: MAX_COMMAND_BYTES,
             });
         }
+        self.check_quorum()?;
         let resp = self
             .raft
             .client_write(Proposal { payload })
@@ -245,6 +288,7 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
     }
 
     async fn read_index(&self) -> Result<u64, ConsensusError> {
+        self.check_quorum()?;
         match self.raft.get_read_log_id().await {
             Ok((read, _applied)) => Ok(read.map(|l| l.index).unwrap_or(0)),
             Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(_))) => {
@@ -280,7 +324,10 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
 
     fn status(&self) -> ConsensusStatus {
         let m = self.raft.metrics().borrow().clone();
+        let quorum_lost_ms = self.elections.quorum_lost_ms();
         let role = match m.state {
+            // Stepped down: it leads nobody (see `election`).
+            ServerState::Leader if quorum_lost_ms.is_some() => ServerRole::Candidate,
             ServerState::Leader => ServerRole::Leader,
             ServerState::Follower => ServerRole::Follower,
             ServerState::Candidate => ServerRole::Candidate,
@@ -294,7 +341,7 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
             let Some(node_id) = node_id_of(node) else {
                 continue;
             };
-            if Some(*id) == m.current_leader {
+            if Some(*id) == m.current_leader && !(*id == m.id && quorum_lost_ms.is_some()) {
                 leader = Some(node_id.clone());
             }
             let matched_index = m
@@ -316,9 +363,16 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
         }
         servers.sort_by(|a, b| a.node_id.cmp(&b.node_id));
         let c = self.committed.load(Ordering::Relaxed);
+        // Established: it committed an entry of its own term (openraft's blank
+        // entry at election), so its view of the state is complete.
+        let established = role == ServerRole::Leader
+            && m.last_applied
+                .is_some_and(|l| l.leader_id.term == m.current_term);
         ConsensusStatus {
             node_id: self.me.clone(),
             role,
+            established,
+            quorum_lost_ms,
             leader,
             term: m.current_term,
             commit_index: (c != NONE).then_some(c),
@@ -330,6 +384,7 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
     }
 
     fn fence_token(&self) -> Result<FenceToken, ConsensusError> {
+        self.check_quorum()?;
         let m = self.raft.metrics().borrow().clone();
         if m.state != ServerState::Leader {
             return Err(self.not_leader());

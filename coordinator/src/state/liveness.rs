@@ -1,0 +1,224 @@
+//! Node liveness as replicated facts: a node's own registration, the leader's
+//! committed `Down` (silent) and `Ready` (heard again), and what that means for
+//! the instances placed there. Nothing here reads a clock or a gossip view: the
+//! leader decides from its own observation and commits the fact; every replica
+//! applies it the same way, and any later leader can bring the node back.
+//!
+//! A Down node's instances are unreachable, not lost: the application is
+//! Degraded and nothing moves until each instance's `disconnect.lostAfter`
+//! passes; then it is lost and placed elsewhere (`replace`, the default) or
+//! kept on its node until it returns.
+
+use super::Coordinator;
+use super::entry::{Degradation, DegradationCause};
+use crate::command::Outcome;
+use crate::lifecycle::{Input, Phase, SystemEvent, Trigger};
+use crate::model::failure::{Failure, InfrastructureFailure};
+use crate::model::names::AppKey;
+use crate::model::node::ExecutionNode;
+use crate::model::time::Timestamp;
+use crate::placement::{NodeIdx, Placed};
+use crate::reconcile::{InstanceKey, ObservedState};
+
+impl Coordinator {
+    /// A node's own registration: its capacity, runtimes, labels and failure
+    /// domains are the node's to say; its cordon and a cost an operator set
+    /// stay as they are (a restarted agent neither uncordons its node nor
+    /// blinds the cost-aware strategy).
+    pub(super) fn register_node(&mut self, mut node: ExecutionNode) {
+        if let Some(cur) = self
+            .cluster
+            .index_of(&node.name)
+            .and_then(|i| self.cluster.node(i))
+        {
+            node.schedulable = cur.spec.schedulable;
+            if node.cost_per_hour.is_none() {
+                node.cost_per_hour = cur.spec.cost_per_hour;
+            }
+        }
+        self.cluster.upsert_node(node);
+        self.capacity_epoch += 1;
+    }
+
+    /// Applications with an instance placed on node `name`.
+    fn apps_on(&self, name: &str) -> Vec<AppKey> {
+        self.apps
+            .values()
+            .filter(|e| {
+                e.runtime
+                    .instances
+                    .values()
+                    .any(|i| i.node.as_deref() == Some(name))
+            })
+            .map(|e| e.key.clone())
+            .collect()
+    }
+
+    /// The node went silent at `now`: no new placements there, its instances
+    /// are unreachable from now on.
+    pub(super) fn node_down(&mut self, idx: NodeIdx, now: Timestamp, out: &mut Outcome) {
+        let Some(n) = self.cluster.node(idx) else {
+            return;
+        };
+        if n.down.is_some() {
+            return;
+        }
+        let name = n.spec.name.clone();
+        self.cluster.set_down(idx, Some(now));
+        let apps = self.apps_on(&name);
+        let mut count = 0;
+        for key in &apps {
+            if let Some(e) = self.apps.get_mut(key) {
+                for i in e.runtime.instances.values_mut() {
+                    if i.node.as_deref() == Some(name.as_str()) && i.disconnected.is_none() {
+                        i.disconnected = Some(now);
+                        count += 1;
+                    }
+                }
+            }
+            self.replan(key, now, out);
+        }
+        out.notes
+            .push(format!("node {name} down: {count} instance(s) unreachable"));
+    }
+
+    /// The node is heard again: it takes work (unless cordoned) and its
+    /// instances that were not lost are reachable again.
+    pub(super) fn node_back(&mut self, idx: NodeIdx, now: Timestamp, out: &mut Outcome) {
+        let Some(n) = self.cluster.node(idx) else {
+            return;
+        };
+        if n.down.is_none() {
+            return;
+        }
+        let name = n.spec.name.clone();
+        self.cluster.set_down(idx, None);
+        self.capacity_epoch += 1;
+        for key in self.apps_on(&name) {
+            if let Some(e) = self.apps.get_mut(&key) {
+                for i in e.runtime.instances.values_mut() {
+                    if i.node.as_deref() == Some(name.as_str()) {
+                        i.disconnected = None;
+                    }
+                }
+            }
+            self.replan(&key, now, out);
+        }
+        out.notes.push(format!("node {name} ready again"));
+    }
+
+    /// Instances of `key` unreachable for longer than their `lostAfter` whose
+    /// policy replaces them are lost now: placed elsewhere when possible.
+    pub(super) fn expire_lost(&mut self, key: &AppKey, now: Timestamp, out: &mut Outcome) {
+        let Some(e) = self.apps.get(key) else {
+            return;
+        };
+        let spec = e.spec_arc();
+        let expired: Vec<(InstanceKey, (NodeIdx, u64))> = e
+            .runtime
+            .instances
+            .iter()
+            .filter_map(|(k, i)| {
+                let since = i.disconnected?;
+                let d = spec.lifecycle_of(spec.workload(&k.workload)?).disconnect;
+                (d.replace && now >= since.plus(d.lost_after)).then_some((k.clone(), i.slot?))
+            })
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        let mut lost: Vec<(NodeIdx, u64, Placed)> = Vec::new();
+        for (_, (n, s)) in &expired {
+            if let Some(p) = self.cluster.release(*n, *s) {
+                lost.push((*n, *s, p));
+            }
+        }
+        let nodes: Vec<String> = lost
+            .iter()
+            .map(|(n, _, _)| self.cluster.name(*n).to_string())
+            .collect();
+        let node = nodes.first().cloned().unwrap_or_default();
+        self.lose(key, &lost, &node, now, out);
+    }
+
+    /// `lost` allocations of `key` (released from the cluster) on node `node`
+    /// fail with NodeDown and are re-placed elsewhere when possible; otherwise
+    /// the application degrades (or fails when it never ran).
+    pub(super) fn lose(
+        &mut self,
+        key: &AppKey,
+        lost: &[(NodeIdx, u64, Placed)],
+        node: &str,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let reason = format!("node {node} down");
+        self.evict(key, lost, &reason, now, out);
+        if let Some(e) = self.apps.get_mut(key) {
+            for (_, _, p) in lost {
+                if let Some(inst) = e
+                    .runtime
+                    .instances
+                    .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
+                {
+                    inst.observed = ObservedState::Failed {
+                        failure: Failure::Infrastructure {
+                            kind: InfrastructureFailure::NodeDown,
+                            node: node.to_string(),
+                        },
+                    };
+                    inst.requested = None;
+                    inst.disconnected = None;
+                }
+            }
+            for j in e.runtime.jobs.values_mut() {
+                if j.node.as_deref() == Some(node) && !j.succeeded() {
+                    j.node = None;
+                }
+            }
+        }
+        match self.replace_evicted(key, now, out) {
+            Some((d, true, r)) => {
+                out.notes.push(format!(
+                    "{key}: {reason}; {} re-placed ({r}, decision {d})",
+                    lost.len()
+                ));
+                self.replan(key, now, out);
+            }
+            Some((d, false, r)) => {
+                let why = format!(
+                    "{reason}: {} instance(s) lost and not re-placed: {r}",
+                    lost.len()
+                );
+                let phase = self.apps.get(key).map(|e| e.phase);
+                let ev = if phase == Some(Phase::Scheduled) {
+                    SystemEvent::ExecutionFailed
+                } else {
+                    SystemEvent::Degrade
+                };
+                if let Ok(step) = self.transition_app(
+                    key,
+                    Input::Event(ev),
+                    Trigger::System,
+                    why.clone(),
+                    Vec::new(),
+                    vec![d.to_string()],
+                    now,
+                    out,
+                ) {
+                    self.teardown(key, &step.actions, &why, None, out);
+                }
+                if let Some(e) = self.apps.get_mut(key)
+                    && matches!(e.phase, Phase::Degraded)
+                {
+                    e.degradation = Some(Degradation {
+                        cause: DegradationCause::NodeLoss,
+                        reason: why,
+                    });
+                    e.restore_epoch = self.capacity_epoch;
+                }
+            }
+            None => {}
+        }
+    }
+}

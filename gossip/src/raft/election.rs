@@ -1,0 +1,300 @@
+//! Elections with a pre-vote, and a leader that stops leading without a quorum.
+//!
+//! openraft 0.9 has neither: a voter whose election timer fires raises its term
+//! at once, so a follower that restarts (or comes back from a partition) and
+//! misses a heartbeat or two deposes a healthy leader (term +2, writes refused
+//! for half a second); and a leader cut off from its quorum keeps reporting
+//! itself leader. What the pinned version offers and is used here: the
+//! followers' leader lease (a vote request within `election_max` of the last
+//! heartbeat is refused), `runtime_config().elect(false)` to switch its own
+//! election timer off, `trigger().elect()` to campaign on demand, and
+//! `millis_since_quorum_ack` on the leader.
+//!
+//! So elections are driven here (raft thesis §9.6, etcd's PreVote): a voter that
+//! has not heard from a leader for a randomized timeout first asks the other
+//! voters whether they would vote for it in the next term, without anyone
+//! changing term. A voter says yes only if it has not heard from a leader for
+//! at least the lease itself, is not a leader with a fresh quorum, is in an
+//! older term, and the candidate's log is at least as complete as its own.
+//! Only with a majority of yeses does the voter campaign for real.
+//!
+//! A leader whose quorum has not acknowledged it for [`RaftTiming::step_down_ms`]
+//! is not the leader for anyone using this crate: its status says so, and it
+//! refuses writes and reads (nothing is proposed). openraft itself demotes it
+//! when it next hears the higher term of the majority's leader.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openraft::ServerState;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info};
+
+use super::log_store::LogStore;
+use super::node::RaftTiming;
+use super::types::Raft;
+use crate::rpc::{Request, RpcClient, Target};
+
+/// Method name of the pre-vote.
+pub(crate) const PREVOTE: &str = "raft.prevote";
+
+/// "Would you vote for me in `term`?"
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct PreVoteRequest {
+    /// The asking voter (raft id).
+    pub candidate: u64,
+    /// The term it would campaign in (its current term + 1).
+    pub term: u64,
+    /// Its last log entry (term, index).
+    pub last_log: Option<(u64, u64)>,
+}
+
+/// The answer, with the reason (logged by the candidate).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct PreVoteResponse {
+    /// Yes or no.
+    pub granted: bool,
+    /// Why.
+    pub reason: String,
+}
+
+impl RaftTiming {
+    /// openraft's leader lease on followers: no vote within this of a heartbeat.
+    pub fn lease_ms(&self) -> u64 {
+        self.election_max_ms
+    }
+
+    /// Range of the pre-vote timeout: past the lease by a heartbeat, so that the
+    /// other voters' leases (they heard the same last heartbeat, give or take one)
+    /// have expired when the real vote comes.
+    pub fn prevote_timeout_ms(&self) -> (u64, u64) {
+        let lo = self.election_max_ms + self.heartbeat_ms;
+        (
+            lo,
+            lo + self
+                .election_max_ms
+                .saturating_sub(self.election_min_ms)
+                .max(1),
+        )
+    }
+
+    /// A leader not acknowledged by a quorum for this long stops leading.
+    pub fn step_down_ms(&self) -> u64 {
+        2 * self.election_max_ms + self.heartbeat_ms
+    }
+}
+
+/// Since when this server has not heard from a leader (appends, snapshots) or
+/// granted a vote.
+#[derive(Debug)]
+pub(crate) struct Contact(Mutex<Instant>);
+
+impl Contact {
+    fn new() -> Self {
+        Self(Mutex::new(Instant::now()))
+    }
+
+    /// Heard from a leader (or voted) now.
+    pub fn touch(&self) {
+        if let Ok(mut t) = self.0.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    /// Time since then.
+    pub fn elapsed(&self) -> Duration {
+        self.0.lock().map(|t| t.elapsed()).unwrap_or(Duration::MAX)
+    }
+}
+
+/// Pre-vote state and the election driver of one server.
+pub(crate) struct Elections {
+    raft: Raft,
+    log: LogStore,
+    rpc: Arc<RpcClient>,
+    timing: RaftTiming,
+    /// When this server last heard from a leader.
+    pub contact: Contact,
+}
+
+/// The (term, index) of a log id.
+fn pos(l: &super::types::LogId) -> (u64, u64) {
+    (l.leader_id.term, l.index)
+}
+
+impl Elections {
+    /// Switches openraft's own election timer off; [`Self::run`] drives elections.
+    pub fn new(raft: Raft, log: LogStore, rpc: Arc<RpcClient>, timing: RaftTiming) -> Self {
+        raft.runtime_config().elect(false);
+        Self {
+            raft,
+            log,
+            rpc,
+            timing,
+            contact: Contact::new(),
+        }
+    }
+
+    /// Milliseconds a leader has gone without a quorum's acknowledgement, when it
+    /// is a leader of several voters past [`RaftTiming::step_down_ms`].
+    pub fn quorum_lost_ms(&self) -> Option<u64> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader || m.membership_config.voter_ids().count() < 2 {
+            return None;
+        }
+        match m.millis_since_quorum_ack {
+            Some(ms) if ms <= self.timing.step_down_ms() => None,
+            Some(ms) => Some(ms),
+            // Never acknowledged in this leadership (e.g. restarted as the leader
+            // of a term the others left): not a leader anyone follows.
+            None => Some(u64::MAX),
+        }
+    }
+
+    /// Answers a pre-vote request.
+    pub fn answer(&self, req: &PreVoteRequest) -> PreVoteResponse {
+        let m = self.raft.metrics().borrow().clone();
+        let no = |reason: String| PreVoteResponse {
+            granted: false,
+            reason,
+        };
+        if m.state == ServerState::Leader {
+            if let Some(ms) = m.millis_since_quorum_ack
+                && ms <= self.timing.lease_ms()
+            {
+                return no(format!(
+                    "I lead term {} and a quorum acknowledged me {ms} ms ago",
+                    m.current_term
+                ));
+            }
+        } else {
+            let heard = self.contact.elapsed();
+            if heard < Duration::from_millis(self.timing.lease_ms()) {
+                return no(format!(
+                    "I heard from the leader {} ms ago",
+                    heard.as_millis()
+                ));
+            }
+        }
+        if req.term <= m.current_term {
+            return no(format!(
+                "my term {} is not older than {}",
+                m.current_term, req.term
+            ));
+        }
+        let mine = self.log.last_log_id().ok().flatten().map(|l| pos(&l));
+        if req.last_log < mine {
+            return no(format!(
+                "my log {mine:?} is ahead of yours {:?}",
+                req.last_log
+            ));
+        }
+        PreVoteResponse {
+            granted: true,
+            reason: "granted".into(),
+        }
+    }
+
+    /// Drives elections until raft stops: a voter without a leader for a
+    /// randomized timeout campaigns once a majority granted its pre-vote.
+    pub async fn run(self: Arc<Self>) {
+        let (lo, hi) = self.timing.prevote_timeout_ms();
+        let mut timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let m = self.raft.metrics().borrow().clone();
+            if m.running_state.is_err() || m.state == ServerState::Shutdown {
+                return;
+            }
+            let voters: Vec<u64> = m.membership_config.voter_ids().collect();
+            if !voters.contains(&m.id) || m.state == ServerState::Leader {
+                continue;
+            }
+            if voters.len() == 1 {
+                // The only voter needs nobody's vote.
+                let _ = self.raft.trigger().elect().await;
+                tokio::time::sleep(Duration::from_millis(self.timing.election_min_ms)).await;
+                continue;
+            }
+            if self.contact.elapsed() < timeout {
+                continue;
+            }
+            timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
+            self.contact.touch();
+            let peers: BTreeMap<u64, String> = m
+                .membership_config
+                .nodes()
+                .filter(|(id, _)| **id != m.id && voters.contains(id))
+                .map(|(id, n)| (*id, format!("{}@{}", n.node_id, n.rpc_addr)))
+                .collect();
+            let req = PreVoteRequest {
+                candidate: m.id,
+                term: m.current_term + 1,
+                last_log: self.log.last_log_id().ok().flatten().map(|l| pos(&l)),
+            };
+            let granted = 1 + self.ask(&m, &req).await;
+            if granted * 2 > voters.len() {
+                info!(
+                    term = req.term,
+                    granted,
+                    voters = voters.len(),
+                    "pre-vote won; campaigning"
+                );
+                let _ = self.raft.trigger().elect().await;
+            } else {
+                debug!(
+                    term = req.term,
+                    granted,
+                    ?peers,
+                    "pre-vote lost; not campaigning"
+                );
+            }
+        }
+    }
+
+    /// Asks the other voters; the number of yeses.
+    async fn ask(
+        &self,
+        m: &openraft::RaftMetrics<u64, super::types::RaftPeer>,
+        req: &PreVoteRequest,
+    ) -> usize {
+        let Ok(body) = serde_json::to_value(req) else {
+            return 0;
+        };
+        let wait = Duration::from_millis(self.timing.election_min_ms.max(100));
+        let voters: Vec<u64> = m.membership_config.voter_ids().collect();
+        let asks = m
+            .membership_config
+            .nodes()
+            .filter(|(id, _)| **id != m.id && voters.contains(id))
+            .map(|(_, n)| n.clone())
+            .filter_map(|n| {
+                let addr = n.rpc_addr.parse().ok()?;
+                Some(Target::new(addr, n.node_id))
+            })
+            .map(|t| {
+                let r = Request::new(PREVOTE, body.clone());
+                async move {
+                    let answer = self.rpc.call(&t, &r, wait).await;
+                    match answer
+                        .ok()
+                        .and_then(|v| serde_json::from_value::<PreVoteResponse>(v).ok())
+                    {
+                        Some(a) if a.granted => true,
+                        Some(a) => {
+                            debug!(voter = %t.node, reason = %a.reason, "pre-vote refused");
+                            false
+                        }
+                        None => false,
+                    }
+                }
+            });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .filter(|g| *g)
+            .count()
+    }
+}
