@@ -306,19 +306,40 @@ fn join_write_via_follower_and_leader_kill9_failover() {
             .then_some(())
     });
 
-    // Without a quorum a write is refused with 503, nothing hangs.
+    // Without a quorum nothing hangs, and the errors say what happened: the first write
+    // was proposed and never committed (outcome unknown, 504); once the leader stepped
+    // down, the next is refused before any proposal (not applied, 503).
     let other = (0..3).find(|&k| k != li && k != survivor).unwrap();
     hs[other].kill9();
     let started = Instant::now();
-    let out = apply_no_start(&hs[survivor], SHOP);
+    let out = apply_no_start(&hs[survivor], &two);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("HTTP 503"), "{err}");
+    assert!(
+        err.contains(
+            "darosd: outcome unknown: the write was proposed but no answer came (proposed, not \
+             committed in time: write not committed within 5s (no quorum reachable?)); it may \
+             still be applied: read the state (darosctl get, describe) before retrying (HTTP 504)"
+        ),
+        "{err}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(12),
         "{:?}",
         started.elapsed()
     );
+    let out = apply_no_start(&hs[survivor], &two);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "darosd: not applied (nothing was changed): this server is not the leader (no leader \
+             known); retry when a leader is reachable (darosctl cluster status) (HTTP 503)"
+        ),
+        "{err}"
+    );
+    let st = hs[survivor].json(&["cluster", "status"]).unwrap();
+    assert_eq!(st["status"]["raft_role"], "candidate", "{st}");
+    assert!(st["status"]["quorum_lost_ms"].is_u64(), "{st}");
 }
 
 #[test]
@@ -345,13 +366,26 @@ fn partitioned_minority_leader_cannot_commit_while_the_majority_elects() {
     .unwrap();
 
     net.isolate(li).unwrap();
-    // The cut-off leader cannot commit: 503 after its write timeout.
+    let isolated = Instant::now();
+    // Within 2 s the cut-off leader says it does not lead any more.
+    let stepped_down = wait_for(
+        "isolated leader steps down",
+        Duration::from_secs(10),
+        || {
+            let st = hs[li].json(&["cluster", "status"])?;
+            (st["status"]["raft_role"] != "leader").then(|| isolated.elapsed())
+        },
+    );
+    eprintln!("isolated leader stepped down after {stepped_down:?}");
+    assert!(stepped_down <= Duration::from_secs(2), "{stepped_down:?}");
+    // The cut-off leader cannot commit, and refuses at once (not applied).
     let out = apply_no_start(&hs[li], &two.display().to_string());
     assert!(
         !out.status.success(),
         "a minority leader committed: {out:?}"
     );
     let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not applied (nothing was changed)"), "{err}");
     assert!(err.contains("HTTP 503"), "{err}");
     // Meanwhile the majority elected a new leader that commits.
     wait_for("majority write", Duration::from_secs(30), || {
@@ -626,6 +660,16 @@ fn a_client_agent_registers_reads_and_writes_through_the_servers() {
     // A client cannot become a voter.
     let out = hs[0].ctl(&["cluster", "add-server", "s4"]);
     assert!(!out.status.success(), "{out:?}");
+    // A client agent may not mint tokens: forbidden (403), not "unavailable".
+    let out = hs[3].ctl(&["cluster", "init"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "darosd: forbidden: a client agent holds no cluster CA and cannot issue join \
+             tokens; run `darosctl cluster init` on a server agent (HTTP 403)"
+        ),
+        "{err}"
+    );
 }
 
 /// The leader dispatches work to another node over the mesh and that node's

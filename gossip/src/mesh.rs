@@ -82,7 +82,49 @@ pub enum MeshError {
     NoServer,
 }
 
+/// What a failed write did, as far as this node can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Refused before anything was proposed: nothing changed, safe to retry.
+    NotApplied,
+    /// Proposed (or possibly delivered to the leader) and no answer came: it may
+    /// be applied.
+    Unknown,
+    /// This node (or its role) may not do this.
+    Forbidden,
+}
+
 impl MeshError {
+    /// What a write that failed with this error did.
+    pub fn write_outcome(&self) -> WriteOutcome {
+        let from_consensus = |c: &ConsensusError| match c {
+            ConsensusError::OutcomeUnknown(_) | ConsensusError::Unavailable(_) => {
+                WriteOutcome::Unknown
+            }
+            ConsensusError::NotServer => WriteOutcome::Forbidden,
+            _ => WriteOutcome::NotApplied,
+        };
+        match self {
+            MeshError::Consensus(c) => from_consensus(c),
+            MeshError::Rpc(r) => {
+                if let Some(c) = self.consensus() {
+                    return from_consensus(&c);
+                }
+                match r.code {
+                    ErrorCode::Forbidden | ErrorCode::Unauthenticated => WriteOutcome::Forbidden,
+                    ErrorCode::Timeout
+                    | ErrorCode::Transport
+                    | ErrorCode::Unavailable
+                    | ErrorCode::Internal
+                    | ErrorCode::Application => WriteOutcome::Unknown,
+                    _ => WriteOutcome::NotApplied,
+                }
+            }
+            // Local setup failures and unknown targets: nothing was sent.
+            _ => WriteOutcome::NotApplied,
+        }
+    }
+
     /// The consensus error inside, if this is one (also when it came back over RPC).
     pub fn consensus(&self) -> Option<ConsensusError> {
         match self {
@@ -99,7 +141,9 @@ impl MeshError {
 fn consensus_rpc_error(e: ConsensusError) -> RpcError {
     let code = match e {
         ConsensusError::NotLeader { .. } => ErrorCode::NotLeader,
-        ConsensusError::Unavailable(_) => ErrorCode::Unavailable,
+        ConsensusError::Unavailable(_) | ConsensusError::OutcomeUnknown(_) => {
+            ErrorCode::Unavailable
+        }
         ConsensusError::TooLarge { .. } => ErrorCode::TooLarge,
         ConsensusError::NotServer => ErrorCode::Forbidden,
         ConsensusError::Invalid(_) => ErrorCode::BadRequest,
@@ -143,6 +187,10 @@ pub struct ClusterStatus {
     pub commit_index: Option<u64>,
     /// Last applied index.
     pub last_applied: Option<u64>,
+    /// A leader that stepped down for want of a quorum: milliseconds since a
+    /// quorum last acknowledged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum_lost_ms: Option<u64>,
     /// Servers.
     pub servers: Vec<PeerHealth>,
 }
@@ -706,7 +754,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
         let t = self.inner.config.write_timeout;
         match tokio::time::timeout(t, raft.propose(cmd)).await {
             Ok(r) => r,
-            Err(_) => Err(ConsensusError::Unavailable(format!(
+            Err(_) => Err(ConsensusError::OutcomeUnknown(format!(
                 "write not committed within {t:?} (no quorum reachable?)"
             ))),
         }
@@ -787,7 +835,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
             }
         }
         Err(MeshError::Rpc(last.unwrap_or_else(|| {
-            RpcError::new(ErrorCode::Unavailable, "no server answered")
+            RpcError::new(ErrorCode::Unreachable, "no server could be asked")
         })))
     }
 
@@ -971,6 +1019,7 @@ impl<S: ReplicatedState> MeshHandle<S> {
             term,
             commit_index,
             last_applied,
+            quorum_lost_ms: s.as_ref().and_then(|s| s.quorum_lost_ms),
             servers,
         }
     }

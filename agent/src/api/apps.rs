@@ -184,17 +184,16 @@ impl From<ControlError> for ApiError {
                 FailureKind::NotFound => StatusCode::NOT_FOUND,
                 FailureKind::Conflict => StatusCode::CONFLICT,
             },
-            ControlError::Unavailable(_) | ControlError::Startup(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ControlError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ControlError::OutcomeUnknown(_) => StatusCode::GATEWAY_TIMEOUT,
+            ControlError::Unavailable(_)
+            | ControlError::NotApplied(_)
+            | ControlError::Startup(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        let message = match &e {
-            ControlError::Unavailable(m) => {
-                format!("no leader can take this write or read now (nothing was changed): {m}")
-            }
-            other => other.to_string(),
-        };
-        ApiError { status, message }
+        ApiError {
+            status,
+            message: e.to_string(),
+        }
     }
 }
 

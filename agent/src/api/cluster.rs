@@ -102,7 +102,7 @@ async fn status(State(s): State<AppState>) -> Result<Json<ClusterView>, ApiError
     let status = m
         .cluster_status()
         .await
-        .map_err(|e| ApiError::from(ControlError::from_mesh(e)))?;
+        .map_err(|e| ApiError::from(ControlError::from_mesh_read(e)))?;
     Ok(Json(ClusterView {
         cluster_id: m.cluster_id().to_string(),
         node_id: m.node_id().to_string(),
@@ -115,9 +115,18 @@ async fn status(State(s): State<AppState>) -> Result<Json<ClusterView>, ApiError
 async fn init(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     let p = plane(&s)?;
     let dir = crate::control::bootstrap::mesh_dir(p.data_dir());
-    let tokens = daros_gossip::join::tokens(&dir).map_err(|e| ApiError {
-        status: StatusCode::CONFLICT,
-        message: format!("this agent holds no cluster CA (client agents cannot issue tokens): {e}"),
+    let tokens = daros_gossip::join::tokens(&dir).map_err(|e| {
+        if p.mesh().role() == daros_gossip::Role::Client {
+            ApiError {
+                status: StatusCode::FORBIDDEN,
+                message: "forbidden: a client agent holds no cluster CA and cannot issue join tokens; run `darosctl cluster init` on a server agent".into(),
+            }
+        } else {
+            ApiError {
+                status: StatusCode::CONFLICT,
+                message: format!("this agent holds no cluster CA: {e}"),
+            }
+        }
     })?;
     Ok(Json(json!({
         "cluster_id": tokens.cluster_id,

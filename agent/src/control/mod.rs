@@ -26,9 +26,22 @@ pub enum ControlError {
     /// The control plane could not start.
     #[error("control plane: {0}")]
     Startup(String),
-    /// No leader or no quorum right now; the write was not applied.
-    #[error("control plane unavailable: {0}")]
+    /// A read no leader can answer now.
+    #[error("no leader can answer this read now: {0}")]
     Unavailable(String),
+    /// A write refused before anything was proposed: nothing changed.
+    #[error(
+        "not applied (nothing was changed): {0}; retry when a leader is reachable (darosctl cluster status)"
+    )]
+    NotApplied(String),
+    /// A write proposed (or delivered to the leader) whose answer never came.
+    #[error(
+        "outcome unknown: the write was proposed but no answer came ({0}); it may still be applied: read the state (darosctl get, describe) before retrying"
+    )]
+    OutcomeUnknown(String),
+    /// This agent or its role may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// The coordinator refused the command or query.
     #[error(transparent)]
     Refused(#[from] Failure),

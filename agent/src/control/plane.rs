@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use daros_coordinator::{Command, ExecutionNode, Outcome, Timestamp};
-use daros_gossip::mesh::{Mesh, MeshError, MeshHandle};
+use daros_gossip::mesh::{Mesh, MeshError, MeshHandle, WriteOutcome};
 use daros_gossip::raft::{ConsensusError, LogPosition};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -194,7 +194,7 @@ impl ControlPlane {
         self.mesh
             .read(q)
             .await
-            .map_err(ControlError::from_mesh)?
+            .map_err(ControlError::from_mesh_read)?
             .map_err(ControlError::Refused)
     }
 
@@ -210,19 +210,43 @@ impl ControlPlane {
 }
 
 impl ControlError {
-    /// Maps a mesh error: no leader or quorum → unavailable; bad input → invalid.
+    /// Maps a mesh error of a write: bad input → invalid; otherwise whether the
+    /// write was refused before any proposal, may have been applied, or is not
+    /// this agent's to make.
     pub fn from_mesh(e: MeshError) -> Self {
-        match e.consensus() {
-            Some(ConsensusError::Invalid(m)) => ControlError::Refused(Failure {
-                kind: super::state::FailureKind::Invalid,
-                message: m,
-            }),
-            Some(ConsensusError::TooLarge { size, limit }) => ControlError::Refused(Failure {
-                kind: super::state::FailureKind::Invalid,
-                message: format!("request of {size} bytes exceeds the {limit} byte limit"),
-            }),
+        if let Some(f) = Self::invalid(&e) {
+            return f;
+        }
+        match e.write_outcome() {
+            WriteOutcome::NotApplied => ControlError::NotApplied(e.to_string()),
+            WriteOutcome::Unknown => ControlError::OutcomeUnknown(e.to_string()),
+            WriteOutcome::Forbidden => ControlError::Forbidden(e.to_string()),
+        }
+    }
+
+    /// Maps a mesh error of a read (a read changes nothing).
+    pub fn from_mesh_read(e: MeshError) -> Self {
+        if let Some(f) = Self::invalid(&e) {
+            return f;
+        }
+        match e.write_outcome() {
+            WriteOutcome::Forbidden => ControlError::Forbidden(e.to_string()),
             _ => ControlError::Unavailable(e.to_string()),
         }
+    }
+
+    fn invalid(e: &MeshError) -> Option<Self> {
+        let message = match e.consensus() {
+            Some(ConsensusError::Invalid(m)) => m,
+            Some(ConsensusError::TooLarge { size, limit }) => {
+                format!("request of {size} bytes exceeds the {limit} byte limit")
+            }
+            _ => return None,
+        };
+        Some(ControlError::Refused(Failure {
+            kind: super::state::FailureKind::Invalid,
+            message,
+        }))
     }
 }
 

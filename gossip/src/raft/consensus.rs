@@ -109,6 +109,10 @@ pub enum ConsensusError {
     /// No quorum, raft stopped, or a timeout.
     #[error("consensus unavailable: {0}")]
     Unavailable(String),
+    /// The command was proposed but its commit was not seen in time: it may
+    /// still be applied.
+    #[error("proposed, not committed in time: {0}")]
+    OutcomeUnknown(String),
     /// A bad argument.
     #[error("invalid argument: {0}")]
     Invalid(String),
