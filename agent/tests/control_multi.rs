@@ -832,3 +832,65 @@ fn an_update_through_the_cluster_runs_the_new_version() {
     });
     assert!(body.contains("daros shop"), "{body}");
 }
+
+/// `disconnect.stopOnClientAfter`: a node cut off from the servers stops its own copy
+/// of such an instance (at most once across a partition) and leaves the others running;
+/// healed, the coordinator restarts it there.
+#[test]
+fn a_partitioned_node_stops_what_must_not_run_twice() {
+    let (net, dir, hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let ti = hs.iter().position(|h| h.name != leader).unwrap();
+    let target = &hs[ti];
+    let writer = hs.iter().find(|h| h.name != target.name).unwrap();
+    let text = pinned_shop(&target.name, dir.path()).replacen(
+        "        onExhausted: WaitForOperator\n",
+        "        onExhausted: WaitForOperator\n        disconnect: {stopOnClientAfter: 3s}\n",
+        1,
+    );
+    assert!(
+        text.contains("stopOnClientAfter"),
+        "examples/shop.yaml changed shape"
+    );
+    let f = dir.path().join("held.yaml");
+    std::fs::write(&f, text).unwrap();
+    let out = writer.ctl(&["apply", "-f", &f.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    wait_for("shop Running", Duration::from_secs(90), || {
+        let d = writer.json(&["describe", "app", "shop"])?;
+        (d["phase"] == "Running").then_some(())
+    });
+    let worker = common::main_pid(&target._root, "shop-team.shop.worker-v1.0");
+    let web = common::main_pid(&target._root, "shop-team.shop.web-v1.0");
+
+    net.isolate(ti).unwrap();
+    let cut = Instant::now();
+    wait_for(
+        "the cut-off node stops its worker",
+        Duration::from_secs(20),
+        || (!common::alive(worker)).then_some(()),
+    );
+    let stopped_after = cut.elapsed();
+    eprintln!("worker stopped {stopped_after:?} after the partition (stopOnClientAfter 3s)");
+    assert!(stopped_after >= Duration::from_secs(3), "{stopped_after:?}");
+    assert!(
+        common::alive(web),
+        "web has no stopOnClientAfter: it keeps running"
+    );
+
+    net.heal(ti).unwrap();
+    wait_for(
+        "worker restarted after the heal",
+        Duration::from_secs(60),
+        || {
+            let d = writer.json(&["describe", "app", "shop"])?;
+            let pid = common::main_pids(&target._root, "shop-team.shop.worker-v1.0");
+            (d["phase"] == "Running" && pid.len() == 1 && pid[0] != worker).then_some(())
+        },
+    );
+    assert_eq!(
+        common::main_pid(&target._root, "shop-team.shop.web-v1.0"),
+        web,
+        "web was never touched"
+    );
+}

@@ -129,6 +129,16 @@ pub enum Command {
         /// Its state (`exited` with code 0 is success).
         state: ObservedState,
     },
+    /// A node's complete list of the instance placements it runs (sent
+    /// periodically after the individual reports): an instance the coordinator
+    /// believes live on that node whose placement is not listed is not
+    /// running there, and fails with that reason.
+    NodeInventory {
+        /// The node.
+        node: String,
+        /// Placements it runs (any state).
+        placements: std::collections::BTreeSet<PlacementId>,
+    },
     /// Time passed: restarts whose backoff expired are due.
     Tick,
 }

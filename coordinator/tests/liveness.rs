@@ -147,3 +147,53 @@ fn registration_and_return_keep_the_operators_cordon_and_cost() {
     condition(&mut c, &node, NodeCondition::Uncordoned, 8);
     assert!(c.cluster().node(n).unwrap().takes_work());
 }
+
+/// A node's inventory: an instance believed live there but absent from the list
+/// fails with that reason (the app stops claiming a process that does not exist);
+/// listed ones, and a Down node's inventory, change nothing.
+#[test]
+fn an_instance_absent_from_its_nodes_inventory_fails() {
+    let (mut c, k, node, p) = setup("");
+    let inventory = |c: &mut Coordinator, placements: &[u64], now| {
+        c.apply(
+            Command::NodeInventory {
+                node: node.clone(),
+                placements: placements.iter().copied().collect(),
+            },
+            t(now),
+        )
+        .unwrap()
+    };
+    let out = inventory(&mut c, &[p.1], 3);
+    assert_eq!(out, Outcome::default(), "listed: nothing to do");
+    assert_eq!(c.phase(&k), Some(Phase::Running));
+    let out = inventory(&mut c, &[], 4);
+    assert_eq!(transitions(&out), ["Running->Degraded"], "{out:?}");
+    let reason = &c.list_apps(t(4))[0].reason;
+    assert!(
+        reason.contains(&format!(
+            "w/0: control plane failure: not running on node {node}: absent from its inventory"
+        )),
+        "{reason}"
+    );
+    // A restart is asked for the same placement (its node still takes it).
+    assert_eq!(started_placements(&out).pop().map(|s| s.1), Some(p.1));
+    // A Down node's inventory is not taken.
+    let (mut c, k, node, _) = setup("");
+    condition(&mut c, &node, NodeCondition::Down, 3);
+    let out = c
+        .apply(
+            Command::NodeInventory {
+                node: node.clone(),
+                placements: Default::default(),
+            },
+            t(4),
+        )
+        .unwrap();
+    assert_eq!(out, Outcome::default());
+    assert!(
+        c.describe(&k, t(4)).unwrap().instances[0]
+            .unreachable_since
+            .is_some()
+    );
+}

@@ -8,8 +8,10 @@
 //! - [`node`]: the node side (work in, reports out, registration).
 //! - [`dispatch`]: the leader side.
 //! - [`noop`]: the executor used when none is wired.
+//! - [`contact`]: when this node last had contact with the servers.
 
 pub mod bootstrap;
+pub mod contact;
 pub mod dispatch;
 pub mod node;
 pub mod noop;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast};
 use tracing::{debug, info, warn};
 
+use super::contact::Contact;
 use super::plane::{ControlMesh, ControlPlane, NodeSpecFn};
 use super::state::ControlCommand;
 use super::work::{ExecError, NodeReport, NodeWork, WorkExecutor};
@@ -21,7 +22,12 @@ pub const WORK_METHOD: &str = "control.work";
 
 /// Registers the fenced work method; the returned notifier fires when work
 /// arrives from a newer term (a new leader), so that reports are resent.
-pub fn serve_work(mesh: &ControlMesh, me: String, exec: Arc<dyn WorkExecutor>) -> Arc<Notify> {
+pub fn serve_work(
+    mesh: &ControlMesh,
+    me: String,
+    exec: Arc<dyn WorkExecutor>,
+    contact: Arc<Contact>,
+) -> Arc<Notify> {
     let resync = Arc::new(Notify::new());
     let last_term = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let notify = Arc::clone(&resync);
@@ -30,6 +36,7 @@ pub fn serve_work(mesh: &ControlMesh, me: String, exec: Arc<dyn WorkExecutor>) -
         let me = me.clone();
         let notify = Arc::clone(&notify);
         let last_term = Arc::clone(&last_term);
+        let contact = Arc::clone(&contact);
         async move {
             let mut work: NodeWork = serde_json::from_value(body)
                 .map_err(|e| RpcError::bad_request(format!("node work: {e}")))?;
@@ -55,6 +62,7 @@ pub fn serve_work(mesh: &ControlMesh, me: String, exec: Arc<dyn WorkExecutor>) -
                 }
                 Err(e) => return Err(RpcError::internal(e.to_string())),
             }
+            contact.touch();
             let prev = last_term.fetch_max(term, std::sync::atomic::Ordering::SeqCst);
             if term > prev {
                 notify.notify_one();
@@ -66,17 +74,23 @@ pub fn serve_work(mesh: &ControlMesh, me: String, exec: Arc<dyn WorkExecutor>) -
     resync
 }
 
-async fn send(plane: &ControlPlane, report: NodeReport) {
+/// How often a node sends its whole state (its inventory) besides changes: an
+/// instance the coordinator believes live there but the node does not run is
+/// failed within this.
+pub const INVENTORY_EVERY: Duration = Duration::from_secs(10);
+
+/// Items per inventory at most (a larger node sends its reports one by one,
+/// without the absent-instance check, to stay under the raft command limit).
+const INVENTORY_MAX_ITEMS: usize = 500;
+
+async fn send(plane: &ControlPlane, command: ControlCommand) {
     let mut delay = Duration::from_millis(100);
     for _ in 0..8 {
-        match plane
-            .write_raw(ControlCommand::Report {
-                node: plane.node_name().to_string(),
-                report: report.clone(),
-            })
-            .await
-        {
-            Ok(_) => return,
+        match plane.write_raw(command.clone()).await {
+            Ok(_) => {
+                plane.contact().touch();
+                return;
+            }
             Err(e) => {
                 debug!(error = %e, "report not written yet; retrying");
                 tokio::time::sleep(delay).await;
@@ -85,14 +99,22 @@ async fn send(plane: &ControlPlane, report: NodeReport) {
         }
     }
     warn!(
-        ?report,
+        ?command,
         "report not written; the next resync sends it again"
     );
 }
 
+fn report(plane: &ControlPlane, report: NodeReport) -> ControlCommand {
+    ControlCommand::Report {
+        node: plane.node_name().to_string(),
+        report,
+    }
+}
+
 /// Forwards every report of the executor to the leader (through raft); sends
-/// the executor's whole current state after a leader change, after losing
-/// reports, and every 30 s. Stale and repeated reports are dropped when applied.
+/// the executor's whole current state as one inventory after a leader change,
+/// after losing reports, and every [`INVENTORY_EVERY`]. Stale and repeated
+/// reports are dropped when applied.
 pub async fn forward_reports(
     plane: Arc<ControlPlane>,
     exec: Arc<dyn WorkExecutor>,
@@ -100,17 +122,23 @@ pub async fn forward_reports(
 ) {
     let mut rx = exec.subscribe();
     let mut full = true;
-    let mut every = tokio::time::interval(Duration::from_secs(30));
+    let mut every = tokio::time::interval(INVENTORY_EVERY);
     loop {
         if full {
             full = false;
-            for r in exec.current().await {
-                send(&plane, r).await;
+            let reports = exec.current().await;
+            if reports.len() <= INVENTORY_MAX_ITEMS {
+                let node = plane.node_name().to_string();
+                send(&plane, ControlCommand::Inventory { node, reports }).await;
+            } else {
+                for r in reports {
+                    send(&plane, report(&plane, r)).await;
+                }
             }
         }
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(report) => send(&plane, report).await,
+                Ok(r) => send(&plane, report(&plane, r)).await,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     warn!(lost = n, "reports lagged; resending the current state");
                     full = true;
@@ -119,6 +147,27 @@ pub async fn forward_reports(
             },
             _ = resync.notified() => full = true,
             _ = every.tick() => full = true,
+        }
+    }
+}
+
+/// Stops the instances whose `disconnect.stopOnClientAfter` has passed while this
+/// node has had no contact with the servers (at-most-once across a partition).
+pub async fn disconnect_watch(plane: Arc<ControlPlane>, exec: Arc<dyn WorkExecutor>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let silent = plane.contact().silent_for();
+        if silent < Duration::from_secs(1) {
+            continue;
+        }
+        let stopped = exec.stop_disconnected(silent).await;
+        if !stopped.is_empty() {
+            warn!(
+                silent_ms = silent.as_millis() as u64,
+                ?stopped,
+                "no contact with the servers: stopped instances past their stopOnClientAfter"
+            );
         }
     }
 }

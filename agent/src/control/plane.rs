@@ -45,6 +45,7 @@ pub struct ControlPlane {
     node: String,
     data_dir: PathBuf,
     executor_wired: bool,
+    contact: Arc<super::contact::Contact>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -88,15 +89,25 @@ impl ControlPlane {
             mesh: mesh.clone(),
             data_dir: s.data_dir.clone(),
             executor_wired,
+            contact: Arc::default(),
             tasks: std::sync::Mutex::default(),
         });
-        let resync = node::serve_work(&mesh, id.to_string(), Arc::clone(&executor));
+        let resync = node::serve_work(
+            &mesh,
+            id.to_string(),
+            Arc::clone(&executor),
+            Arc::clone(&plane.contact),
+        );
         let (registered_tx, registered) = tokio::sync::oneshot::channel();
         let mut tasks = vec![
             tokio::spawn(node::forward_reports(
                 Arc::clone(&plane),
                 Arc::clone(&executor),
                 resync,
+            )),
+            tokio::spawn(node::disconnect_watch(
+                Arc::clone(&plane),
+                Arc::clone(&executor),
             )),
             tokio::spawn(node::register_loop(
                 Arc::clone(&plane),
@@ -142,6 +153,11 @@ impl ControlPlane {
     /// `agent.data_dir`.
     pub fn data_dir(&self) -> &std::path::Path {
         &self.data_dir
+    }
+
+    /// When this node last had contact with the servers.
+    pub fn contact(&self) -> &super::contact::Contact {
+        &self.contact
     }
 
     /// True when a runtime executor was given (else work is accepted, not run).

@@ -34,6 +34,14 @@ pub enum ControlCommand {
         /// The report.
         report: NodeReport,
     },
+    /// A node's whole current state (every item it runs): each report as
+    /// above, then instances believed live there but absent fail.
+    Inventory {
+        /// Reporting node.
+        node: String,
+        /// Every item it knows.
+        reports: Vec<NodeReport>,
+    },
 }
 
 /// A command with the proposer's clock.
@@ -191,15 +199,59 @@ impl CoordinatorState {
     }
 
     fn run(&mut self, s: &Stamped) -> Result<Option<Outcome>, Failure> {
-        let cmd = match &s.command {
-            ControlCommand::Coordinator { command } => command.clone(),
-            ControlCommand::Report { report, .. } => match report_command(&self.coord, report) {
-                Some(c) => c,
-                None => return Ok(None),
-            },
-        };
-        Ok(Some(self.coord.apply(cmd, s.at)?))
+        execute(&mut self.coord, s)
     }
+}
+
+/// Applies one journaled command to `coord` (the same way when it is first
+/// applied and when a snapshot's journal is replayed); `None` when it changed
+/// nothing (stale or repeated reports).
+fn execute(
+    coord: &mut daros_coordinator::Coordinator,
+    s: &Stamped,
+) -> Result<Option<Outcome>, Failure> {
+    match &s.command {
+        ControlCommand::Coordinator { command } => Ok(Some(coord.apply(command.clone(), s.at)?)),
+        ControlCommand::Report { report, .. } => match report_command(coord, report) {
+            Some(c) => Ok(Some(coord.apply(c, s.at)?)),
+            None => Ok(None),
+        },
+        ControlCommand::Inventory { node, reports } => {
+            let mut out = Outcome::default();
+            let mut changed = false;
+            for r in reports {
+                if let Some(c) = report_command(coord, r) {
+                    merge(&mut out, coord.apply(c, s.at)?);
+                    changed = true;
+                }
+            }
+            let placements = reports
+                .iter()
+                .filter_map(|r| match r {
+                    NodeReport::Instance { placement, .. } => Some(*placement),
+                    NodeReport::InitJob { .. } => None,
+                })
+                .collect();
+            let o = coord.apply(
+                Command::NodeInventory {
+                    node: node.clone(),
+                    placements,
+                },
+                s.at,
+            )?;
+            changed |= o != Outcome::default();
+            merge(&mut out, o);
+            Ok(changed.then_some(out))
+        }
+    }
+}
+
+fn merge(into: &mut Outcome, o: Outcome) {
+    into.events.extend(o.events);
+    into.decisions.extend(o.decisions);
+    into.actions.extend(o.actions);
+    into.refusals.extend(o.refusals);
+    into.notes.extend(o.notes);
 }
 
 /// The coordinator command of a report, or `None` when it is stale or already
@@ -317,15 +369,7 @@ impl ReplicatedState for CoordinatorState {
             serde_json::from_slice(snapshot).map_err(|e| StateError(e.to_string()))?;
         let mut coord = daros_coordinator::Coordinator::new();
         for s in &journal {
-            let cmd = match &s.command {
-                ControlCommand::Coordinator { command } => command.clone(),
-                ControlCommand::Report { report, .. } => match report_command(&coord, report) {
-                    Some(c) => c,
-                    None => continue,
-                },
-            };
-            coord
-                .apply(cmd, s.at)
+            execute(&mut coord, s)
                 .map_err(|e| StateError(format!("replaying the journal: {e}")))?;
         }
         self.coord = coord;

@@ -150,4 +150,13 @@ pub trait WorkExecutor: Send + Sync + 'static {
     /// The current state of every instance and job the executor knows (full resync
     /// after a leader change or an agent restart).
     fn current(&self) -> BoxFuture<'_, Vec<NodeReport>>;
+
+    /// The node has had no contact with the servers for `silent`: stop every live
+    /// instance whose `stop_on_client_after` has passed (they are reported failed
+    /// by the partition, so the coordinator restarts them once it hears of it and
+    /// still wants them). Returns the instances stopped.
+    fn stop_disconnected(&self, silent: std::time::Duration) -> BoxFuture<'_, Vec<String>> {
+        let _ = silent;
+        Box::pin(async { Vec::new() })
+    }
 }

@@ -17,7 +17,7 @@ use daros_adapters::{
     AdapterError, AdapterSet, AnyAdapter, DestroyOptions, InstanceState, RuntimeAdapter,
     RuntimeEventKind, RuntimeId, WorkloadInstanceSpec, WorkloadStatus,
 };
-use daros_coordinator::model::failure::{Failure, RuntimeFailure};
+use daros_coordinator::model::failure::{Failure, InfrastructureFailure, RuntimeFailure};
 use daros_coordinator::reconcile::{ObservedState, PlacementId};
 use tokio::sync::{broadcast, watch};
 use tracing::{info, warn};
@@ -26,7 +26,7 @@ use super::cgroups::InstanceCgroups;
 use super::kubernetes::{KubernetesSettings, pod_cgroup, pod_identity};
 use super::observe::{generation, observed};
 use super::store::{ExecStore, ItemRecord};
-use super::target::{LogDefaults, Subject, Target};
+use super::target::{LogDefaults, Subject, Target, TargetSpec};
 use crate::control::work::{BoxFuture, ExecError, NodeReport, NodeWork, WorkExecutor};
 
 /// Settings of the executor (from `[runtime]`).
@@ -806,6 +806,45 @@ impl Core {
         Ok(())
     }
 
+    /// Stops live instances whose `stop_on_client_after` is at most `silent`;
+    /// each run ends as failed by a network partition (its later events are
+    /// ignored), so the coordinator restarts it if it still wants it.
+    async fn stop_disconnected(&self, silent: Duration) -> Vec<String> {
+        let silent_ms = u64::try_from(silent.as_millis()).unwrap_or(u64::MAX);
+        let due: Vec<(String, RuntimeId)> = {
+            let mut items = self.items.lock().await;
+            items
+                .iter_mut()
+                .filter_map(|(k, it)| {
+                    let TargetSpec::Instance(l) = &it.rec.target.spec else {
+                        return None;
+                    };
+                    let after = l.stop_on_client_after?;
+                    if silent_ms < after.0 || !it.rec.state.is_live() {
+                        return None;
+                    }
+                    let rid = it.rec.runtime_id.clone()?;
+                    it.min_generation = None;
+                    Some((k.clone(), rid))
+                })
+                .collect()
+        };
+        for (k, rid) in &due {
+            if let Err(e) = self.adapters.stop(rid, self.settings.stop_grace).await {
+                warn!(item = %k, error = %e, "stopping a disconnected instance");
+            }
+            let mut items = self.items.lock().await;
+            if let Some(it) = items.get_mut(k) {
+                let failure = Failure::Infrastructure {
+                    kind: InfrastructureFailure::NetworkPartition,
+                    node: self.settings.node.clone(),
+                };
+                self.set_state(k, it, ObservedState::Failed { failure });
+            }
+        }
+        due.into_iter().map(|(k, _)| k).collect()
+    }
+
     async fn current(&self) -> Vec<NodeReport> {
         self.items
             .lock()
@@ -849,5 +888,9 @@ impl WorkExecutor for Executor {
 
     fn current(&self) -> BoxFuture<'_, Vec<NodeReport>> {
         Box::pin(async move { self.core.current().await })
+    }
+
+    fn stop_disconnected(&self, silent: Duration) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async move { self.core.stop_disconnected(silent).await })
     }
 }

@@ -29,6 +29,10 @@ pub struct WorkloadLaunch {
     pub health_checks: Vec<HealthCheck>,
     /// Opaque runtime description.
     pub runtime_spec: RuntimeSpec,
+    /// The node stops the instance itself after this long without contact with
+    /// the servers (`disconnect.stopOnClientAfter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on_client_after: Option<crate::model::time::DurationMs>,
 }
 
 /// Everything an adapter needs to run an init job.

@@ -95,6 +95,7 @@ pub fn launch_of(app: &Application, w: &Workload) -> WorkloadLaunch {
         reservation: MinimalReservation::from_profile(&w.resources),
         health_checks: w.health_checks.clone(),
         runtime_spec: w.runtime_spec.clone(),
+        stop_on_client_after: app.lifecycle_of(w).disconnect.stop_on_client_after,
     }
 }
 

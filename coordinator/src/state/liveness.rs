@@ -107,6 +107,64 @@ impl Coordinator {
         out.notes.push(format!("node {name} ready again"));
     }
 
+    /// A node's inventory: instances believed live there whose placement the
+    /// node does not list fail ("not running on node N"), so that the phase
+    /// never claims a process that does not exist. A Down node's word is not
+    /// taken (its instances are unreachable, handled by `disconnect`).
+    pub(super) fn cmd_inventory(
+        &mut self,
+        node: &str,
+        placements: &std::collections::BTreeSet<crate::reconcile::PlacementId>,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        if self
+            .cluster
+            .index_of(node)
+            .and_then(|i| self.cluster.node(i))
+            .is_none_or(|n| n.down.is_some())
+        {
+            return;
+        }
+        let missing: Vec<crate::reconcile::InstanceId> = self
+            .apps
+            .values()
+            .flat_map(|e| {
+                e.runtime.instances.iter().filter_map(|(k, i)| {
+                    (i.node.as_deref() == Some(node)
+                        && i.placement != 0
+                        && i.observed.is_live()
+                        && !placements.contains(&i.placement))
+                    .then(|| crate::reconcile::InstanceId {
+                        app: e.key.clone(),
+                        workload: k.workload.clone(),
+                        replica: k.replica,
+                        version: i.version,
+                    })
+                })
+            })
+            .collect();
+        for id in missing {
+            let placement = self
+                .apps
+                .get(&id.app)
+                .and_then(|e| {
+                    e.runtime
+                        .instances
+                        .get(&InstanceKey::new(id.workload.clone(), id.replica))
+                })
+                .map_or(0, |i| i.placement);
+            let failed = ObservedState::Failed {
+                failure: Failure::ControlPlane {
+                    detail: format!(
+                        "not running on node {node}: absent from its inventory of placements"
+                    ),
+                },
+            };
+            let _ = self.cmd_report_workload(&id, placement, failed, now, out);
+        }
+    }
+
     /// Instances of `key` unreachable for longer than their `lostAfter` whose
     /// policy replaces them are lost now: placed elsewhere when possible.
     pub(super) fn expire_lost(&mut self, key: &AppKey, now: Timestamp, out: &mut Outcome) {

@@ -117,6 +117,9 @@ impl Coordinator {
             Command::ReportInitJob { job, run, state } => {
                 self.cmd_report_job(&job, run, state, now, &mut out)?
             }
+            Command::NodeInventory { node, placements } => {
+                self.cmd_inventory(&node, &placements, now, &mut out)
+            }
             Command::Tick => self.cmd_tick(now, &mut out),
         }
         Ok(out)
