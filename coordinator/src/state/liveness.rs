@@ -130,18 +130,21 @@ impl Coordinator {
             .apps
             .values()
             .flat_map(|e| {
-                e.runtime.instances.iter().filter_map(|(k, i)| {
-                    (i.node.as_deref() == Some(node)
-                        && i.placement != 0
-                        && i.observed.is_live()
-                        && !placements.contains(&i.placement))
-                    .then(|| crate::reconcile::InstanceId {
+                e.runtime
+                    .instances
+                    .iter()
+                    .filter(|(_, i)| {
+                        i.node.as_deref() == Some(node)
+                            && i.placement != 0
+                            && i.observed.is_live()
+                            && !placements.contains(&i.placement)
+                    })
+                    .map(|(k, i)| crate::reconcile::InstanceId {
                         app: e.key.clone(),
                         workload: k.workload.clone(),
                         replica: k.replica,
                         version: i.version,
                     })
-                })
             })
             .collect();
         for id in missing {
