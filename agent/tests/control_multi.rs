@@ -1,4 +1,4 @@
-//! darosd as a multi-node cluster (issue 5 item 6, the subset done so far):
+//! darosd as a multi-node cluster (hosts in tests/mesh_hosts):
 //! three darosd in three network namespaces joined by veth pairs into a
 //! bridge, created and removed by the test. Join with tokens, add servers,
 //! write through a follower, `kill -9` of the leader → a new leader serves
@@ -7,241 +7,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mesh_hosts;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{SHOP, TestRoot, darosctl, shop_yaml, wait_for, wait_socket};
-use daros_gossip::testing::TestNet;
-use serde_json::Value;
-
-struct Host {
-    name: String,
-    ns: String,
-    ip: String,
-    dir: PathBuf,
-    socket: PathBuf,
-    child: Option<Child>,
-    _root: TestRoot,
-}
-
-impl Host {
-    fn config(&self, seed: &str, role: &str) -> PathBuf {
-        let p = self.dir.join("agent.toml");
-        let seeds = if seed.is_empty() {
-            String::new()
-        } else {
-            format!("seeds = [\"{seed}\"]\n")
-        };
-        std::fs::write(
-            &p,
-            format!(
-                "[agent]\nnode_name = \"{}\"\n[net]\nenabled = false\n[mesh]\n\
-                 role = \"{role}\"\nrpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
-                 gossip_interval = \"100ms\"\nraft_heartbeat = \"50ms\"\n\
-                 raft_election_min = \"300ms\"\nraft_election_max = \"600ms\"\n\
-                 dispatch_interval = \"1s\"\n[mesh.labels]\nhost = \"{}\"\n",
-                self.name,
-                self.name,
-                ip = self.ip
-            ),
-        )
-        .unwrap();
-        p
-    }
-
-    fn start(&mut self, seed: &str, join: Option<(&str, &str)>) {
-        // The role must match the join token's (darosd refuses otherwise).
-        let client = join.is_some_and(|(t, _)| {
-            t.parse::<daros_gossip::pki::JoinToken>()
-                .is_ok_and(|t| t.role == daros_gossip::Role::Client)
-        });
-        let cfg = self.config(seed, if client { "client" } else { "server" });
-        let log = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("darosd.log"))
-            .unwrap();
-        // nsenter enters only the network namespace; `ip netns exec` would also
-        // remount /sys, hiding the cgroup mounts darosd needs.
-        let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net=/run/netns/{}", self.ns))
-            .arg("--")
-            .arg(env!("CARGO_BIN_EXE_darosd"))
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .arg("--managed-root")
-            .arg(self._root.name())
-            .args(["--interval", "500ms"]);
-        if let Some((token, server)) = join {
-            cmd.args(["--join", token, "--server", server]);
-        }
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
-            cmd.env_remove(k);
-        }
-        self.child = Some(
-            cmd.stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("spawn darosd"),
-        );
-        wait_socket(
-            &format!("{} API", self.name),
-            &self.socket,
-            Duration::from_secs(30),
-        );
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn ctl(&self, args: &[&str]) -> std::process::Output {
-        darosctl(&self.socket, args)
-    }
-
-    fn json(&self, args: &[&str]) -> Option<Value> {
-        let mut a = vec!["-o", "json"];
-        a.extend_from_slice(args);
-        let out = self.ctl(&a);
-        if !out.status.success() {
-            return None;
-        }
-        serde_json::from_slice(&out.stdout).ok()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("darosd.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        self.kill9();
-        if std::thread::panicking() {
-            let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- {} log tail ---", self.name);
-            for l in tail.into_iter().rev() {
-                eprintln!("{l}");
-            }
-        }
-    }
-}
-
-fn hosts(net: &TestNet, dir: &Path, n: usize) -> Vec<Host> {
-    (0..n)
-        .map(|k| {
-            let name = format!("s{}", k + 1);
-            let d = dir.join(&name);
-            std::fs::create_dir_all(&d).unwrap();
-            Host {
-                socket: d.join("agent.sock"),
-                dir: d,
-                ns: net.ns(k).to_string(),
-                ip: net.ip(k).to_string(),
-                name: name.clone(),
-                child: None,
-                _root: TestRoot::new(&format!("multi-{name}")),
-            }
-        })
-        .collect()
-}
-
-/// Cgroups under a managed root whose name mentions `app` (the runtime names
-/// them `<tenant>.<app>.<workload>...`), on any mounted hierarchy.
-fn app_cgroups(root: &str, app: &str) -> Vec<String> {
-    let needle = format!(".{app}.");
-    [
-        "/sys/fs/cgroup/cpu",
-        "/sys/fs/cgroup/memory",
-        "/sys/fs/cgroup",
-    ]
-    .iter()
-    .filter_map(|base| std::fs::read_dir(Path::new(base).join(root)).ok())
-    .flat_map(|d| d.filter_map(Result::ok))
-    .map(|e| e.file_name().to_string_lossy().into_owned())
-    .filter(|n| n.contains(&needle))
-    .collect()
-}
-
-fn leader_of(h: &Host) -> Option<String> {
-    let v = h.json(&["cluster", "status"])?;
-    v["status"]["leader"].as_str().map(str::to_string)
-}
-
-fn apply_no_start(h: &Host, file: &str) -> std::process::Output {
-    h.ctl(&["apply", "--no-start", "-f", file])
-}
-
-/// Three darosd servers in three namespaces: s1 creates the cluster, s2 and s3
-/// join with the server token and are added as voters.
-fn form() -> (TestNet, tempfile::TempDir, Vec<Host>) {
-    form_with(0)
-}
-
-/// [`form`] with `spare` more hosts whose darosd is not started.
-fn form_with(spare: usize) -> (TestNet, tempfile::TempDir, Vec<Host>) {
-    if let Err(e) = daros_gossip::testing::netns::available() {
-        panic!("network namespaces are required for this test: {e}");
-    }
-    let net = TestNet::new(3 + spare).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut hs = hosts(&net, dir.path(), 3 + spare);
-    let seed = format!("{}:7000", hs[0].ip);
-    let server = format!("{}:7100", hs[0].ip);
-
-    // s1 creates the cluster; the others join with the server token.
-    hs[0].start("", None);
-    let init = wait_for("tokens", Duration::from_secs(30), || {
-        hs[0].json(&["cluster", "init"])
-    });
-    let token = init["server_token"].as_str().unwrap().to_string();
-    for h in hs.iter_mut().take(3).skip(1) {
-        h.start(&seed, Some((&token, &server)));
-    }
-    for name in ["s2", "s3"] {
-        wait_for(
-            &format!("add-server {name}"),
-            Duration::from_secs(30),
-            || {
-                hs[0]
-                    .ctl(&["cluster", "add-server", name])
-                    .status
-                    .success()
-                    .then_some(())
-            },
-        );
-    }
-    let t0 = Instant::now();
-    wait_for(
-        "3 voters, 3 registered nodes",
-        Duration::from_secs(30),
-        || {
-            let st = hs[0].json(&["cluster", "status"])?;
-            let voters = st["status"]["servers"]
-                .as_array()?
-                .iter()
-                .filter(|s| s["voter"] == true)
-                .count();
-            let nodes = hs[1].json(&["get", "nodes"])?.as_array()?.len();
-            (voters == 3 && nodes == 3).then_some(())
-        },
-    );
-    eprintln!("cluster formed {:?} after the joins", t0.elapsed());
-    let members = hs[2].json(&["members"]).unwrap();
-    assert_eq!(members.as_array().unwrap().len(), 3, "{members}");
-
-    (net, dir, hs)
-}
+use common::{SHOP, shop_yaml, wait_for};
+use mesh_hosts::{app_cgroups, apply_no_start, apply_text, form, form_with, leader_of};
 
 #[test]
 fn join_write_via_follower_and_leader_kill9_failover() {
@@ -448,26 +221,6 @@ fn leave_is_seen_and_a_server_is_removed() {
     assert!(out.status.success(), "{out:?}");
 }
 
-fn apply_text(socket: &Path, text: &str) -> bool {
-    use std::io::Write as _;
-    let Ok(mut child) = Command::new(env!("CARGO_BIN_EXE_darosctl"))
-        .env_remove("DAROS_API_SOCKET")
-        .arg("--socket")
-        .arg(socket)
-        .args(["apply", "--no-start", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
-        return false;
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(text.as_bytes());
-    }
-    child.wait().is_ok_and(|s| s.success())
-}
-
 /// `kill -9` of the leader, N times (DAROS_TEST_KILL_CYCLES, default 100),
 /// while a client keeps writing applications through every node; afterwards
 /// every acknowledged write is present on every node.
@@ -506,7 +259,7 @@ fn kill_cycles_keep_every_acknowledged_write() {
                 let name = format!("w-{i}");
                 let text = shop.replace("name: shop\n", &format!("name: {name}\n"));
                 attempts += 1;
-                if apply_text(&sockets[i % sockets.len()], &text) {
+                if apply_text(&sockets[i % sockets.len()], &text, false) {
                     acked.push(name);
                 }
                 i += 1;
@@ -703,14 +456,14 @@ fn work_placed_on_a_follower_runs_there_and_reports_back() {
         assert_eq!(i["node"], t.as_str(), "{d}");
     }
     // The processes run in the follower's managed root, none in the others'.
-    assert!(!app_cgroups(target._root.name(), "shop").is_empty());
+    assert!(!app_cgroups(target.root.name(), "shop").is_empty());
     for h in hs.iter().filter(|h| h.name != t) {
-        assert!(app_cgroups(h._root.name(), "shop").is_empty(), "{}", h.name);
+        assert!(app_cgroups(h.root.name(), "shop").is_empty(), "{}", h.name);
     }
     // Deleted: the follower stops them and removes their cgroups.
     assert!(hs[0].ctl(&["delete", "app", "shop"]).status.success());
     wait_for("instances stopped", Duration::from_secs(30), || {
-        app_cgroups(target._root.name(), "shop")
+        app_cgroups(target.root.name(), "shop")
             .is_empty()
             .then_some(())
     });
@@ -808,7 +561,7 @@ fn an_update_through_the_cluster_runs_the_new_version() {
         )
     };
     running(1);
-    let web1 = common::main_pid(&target._root, "shop-team.shop.web-v1.0");
+    let web1 = common::main_pid(&target.root, "shop-team.shop.web-v1.0");
     assert!(environ(web1).contains(&"SHOP_ROLE=web".to_string()));
 
     let v2 = v1.replace("env: {SHOP_ROLE: web}", "env: {SHOP_ROLE: web-v2}");
@@ -823,7 +576,7 @@ fn an_update_through_the_cluster_runs_the_new_version() {
         "update through the cluster: v2 Running {:?} after apply",
         started.elapsed()
     );
-    let web2 = common::main_pid(&target._root, "shop-team.shop.web-v2.0");
+    let web2 = common::main_pid(&target.root, "shop-team.shop.web-v2.0");
     let env = environ(web2);
     assert!(env.contains(&"SHOP_ROLE=web-v2".to_string()), "{env:?}");
     assert!(!common::alive(web1), "the old version is stopped");
@@ -860,8 +613,8 @@ fn a_partitioned_node_stops_what_must_not_run_twice() {
         let d = writer.json(&["describe", "app", "shop"])?;
         (d["phase"] == "Running").then_some(())
     });
-    let worker = common::main_pid(&target._root, "shop-team.shop.worker-v1.0");
-    let web = common::main_pid(&target._root, "shop-team.shop.web-v1.0");
+    let worker = common::main_pid(&target.root, "shop-team.shop.worker-v1.0");
+    let web = common::main_pid(&target.root, "shop-team.shop.web-v1.0");
 
     net.isolate(ti).unwrap();
     let cut = Instant::now();
@@ -884,12 +637,12 @@ fn a_partitioned_node_stops_what_must_not_run_twice() {
         Duration::from_secs(60),
         || {
             let d = writer.json(&["describe", "app", "shop"])?;
-            let pid = common::main_pids(&target._root, "shop-team.shop.worker-v1.0");
+            let pid = common::main_pids(&target.root, "shop-team.shop.worker-v1.0");
             (d["phase"] == "Running" && pid.len() == 1 && pid[0] != worker).then_some(())
         },
     );
     assert_eq!(
-        common::main_pid(&target._root, "shop-team.shop.web-v1.0"),
+        common::main_pid(&target.root, "shop-team.shop.web-v1.0"),
         web,
         "web was never touched"
     );
