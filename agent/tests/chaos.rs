@@ -466,6 +466,9 @@ fn the_control_plane_tells_the_truth_through_chaos() {
          failover median {fo50:?} p99 {fo99:?} max {fo_max:?} ({kills} kills); isolated leader \
          stepped down median {sd50:?} max {sd_max:?}"
     );
+    let mut sorted = c.failovers.clone();
+    sorted.sort();
+    eprintln!("failovers (sorted): {sorted:?}");
     assert!(!acked.is_empty(), "no write was acknowledged");
     assert_eq!(lost, 0, "acknowledged writes lost");
     assert!(c.violations.is_empty(), "{:#?}", c.violations);

@@ -157,8 +157,8 @@ pub fn pct(v: Option<f64>) -> String {
     }
 }
 
-/// A coordinator time (ms since the epoch) as this machine's local time,
-/// `2026-11-24 23:05:01`.
+/// A time in ms since the epoch as this machine's local time,
+/// `2026-11-24 23:05:01.123`.
 pub fn local_time(t: daros_coordinator::Timestamp) -> String {
     use chrono::TimeZone as _;
     i64::try_from(t.0)
@@ -166,7 +166,7 @@ pub fn local_time(t: daros_coordinator::Timestamp) -> String {
         .and_then(|ms| chrono::Local.timestamp_millis_opt(ms).single())
         .map_or_else(
             || t.to_string(),
-            |d| d.format("%Y-%m-%d %H:%M:%S").to_string(),
+            |d| d.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
         )
 }
 
@@ -189,7 +189,8 @@ mod tests {
     fn local_times_read_as_dates() {
         let s = local_time(daros_coordinator::Timestamp(1_795_561_618_092));
         assert!(s.starts_with("2026-11-2"), "{s}");
-        assert_eq!(s.len(), "2026-11-24 23:05:01".len(), "{s}");
+        assert_eq!(s.len(), "2026-11-24 23:05:01.092".len(), "{s}");
+        assert!(s.ends_with(".092"), "{s}");
     }
 
     #[test]

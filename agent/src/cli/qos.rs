@@ -264,7 +264,7 @@ pub async fn run(
                 );
                 for ev in &e.events {
                     t.row(vec![
-                        ev.at_unix_ms.to_string(),
+                        super::output::local_time(daros_coordinator::Timestamp(ev.at_unix_ms)),
                         format!("{:?}", ev.kind).to_lowercase(),
                         ev.resource.as_str().into(),
                         ev.level.to_string(),

@@ -28,7 +28,8 @@ fn is_oom(i: &Instance) -> bool {
 fn failing(k: &InstanceKey, i: &Instance) -> Option<String> {
     let failure = match &i.observed {
         o if o.is_failure() => o.describe(),
-        o if o.is_live() && matches!(o, ObservedState::Ready) => return None,
+        ObservedState::Ready => return None,
+        // Restarting: the failure that made it restart.
         _ => i.last_failure.clone()?,
     };
     let restarts = match i.restarts {

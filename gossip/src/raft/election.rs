@@ -202,6 +202,11 @@ impl Elections {
     pub async fn run(self: Arc<Self>) {
         let (lo, hi) = self.timing.prevote_timeout_ms();
         let mut timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
+        // This voter's own last attempt: a lost pre-vote waits a new timeout before
+        // the next one. Kept apart from `contact` (the last word from a leader), which
+        // other voters' pre-votes are judged by: touching that on our own attempt
+        // made a lagging voter that lost its pre-vote refuse the up-to-date one's.
+        let mut last_attempt: Option<Instant> = None;
         loop {
             tokio::time::sleep(Duration::from_millis(20)).await;
             let m = self.raft.metrics().borrow().clone();
@@ -218,11 +223,13 @@ impl Elections {
                 tokio::time::sleep(Duration::from_millis(self.timing.election_min_ms)).await;
                 continue;
             }
-            if self.contact.elapsed() < timeout {
+            if self.contact.elapsed() < timeout
+                || last_attempt.is_some_and(|t| t.elapsed() < timeout)
+            {
                 continue;
             }
             timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
-            self.contact.touch();
+            last_attempt = Some(Instant::now());
             let peers: BTreeMap<u64, String> = m
                 .membership_config
                 .nodes()
@@ -234,7 +241,9 @@ impl Elections {
                 term: m.current_term + 1,
                 last_log: self.log.last_log_id().ok().flatten().map(|l| pos(&l)),
             };
-            let granted = 1 + self.ask(&m, &req).await;
+            // This voter's own yes counts; it needs a majority of all voters.
+            let need = voters.len() / 2;
+            let granted = 1 + self.ask(&m, &req, need).await;
             if granted * 2 > voters.len() {
                 info!(
                     term = req.term,
@@ -254,11 +263,14 @@ impl Elections {
         }
     }
 
-    /// Asks the other voters; the number of yeses.
+    /// Asks the other voters; the number of yeses, counted as answers arrive and
+    /// returned as soon as `need` said yes or can no longer (a dead voter is not
+    /// waited for once the others decided).
     async fn ask(
         &self,
         m: &openraft::RaftMetrics<u64, super::types::RaftPeer>,
         req: &PreVoteRequest,
+        need: usize,
     ) -> usize {
         let Ok(body) = serde_json::to_value(req) else {
             return 0;
@@ -291,10 +303,19 @@ impl Elections {
                     }
                 }
             });
-        futures::future::join_all(asks)
-            .await
-            .into_iter()
-            .filter(|g| *g)
-            .count()
+        let mut pending: futures::stream::FuturesUnordered<_> = asks.collect();
+        let others = pending.len();
+        let (mut yes, mut no) = (0, 0);
+        while let Some(granted) = futures::StreamExt::next(&mut pending).await {
+            if granted {
+                yes += 1;
+            } else {
+                no += 1;
+            }
+            if yes >= need || others - no < need {
+                break;
+            }
+        }
+        yes
     }
 }

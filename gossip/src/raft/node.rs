@@ -218,16 +218,14 @@ impl<S: ReplicatedState> RaftNode<S> {
     /// Refuses leader-only work on a leader that lost its quorum (nothing is
     /// proposed: the caller may safely try again elsewhere).
     fn check_quorum(&self) -> Result<(), ConsensusError> {
-        match self.elections.quorum_lost_ms() {
-            Some(ms) => Err(ConsensusError::NotLeader {
-                leader: None,
-                leader_addr: None,
-            })
-            .inspect_err(|_| {
-                tracing::debug!(ms, "leader without a quorum: refusing leader-only work")
-            }),
-            None => Ok(()),
-        }
+        let Some(ms) = self.elections.quorum_lost_ms() else {
+            return Ok(());
+        };
+        tracing::debug!(ms, "leader without a quorum: refusing leader-only work");
+        Err(ConsensusError::NotLeader {
+            leader: None,
+            leader_addr: None,
+        })
     }
 
     fn not_leader(&self) -> ConsensusError {
