@@ -459,7 +459,7 @@ async fn mock_apiserver_watch_maps_oom_crash_loop_and_enforces_max_retries() {
         ]
     );
 
-    // OOMKilled, back-off: a container crash with its exit code.
+    // OOMKilled, back-off: an out-of-memory failure (named as such, not a crash).
     let oom = json!({"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2024-01-01T00:01:00Z"}});
     tx.send(watch_event(
         "MODIFIED",
@@ -484,9 +484,7 @@ async fn mock_apiserver_watch_maps_oom_crash_loop_and_enforces_max_retries() {
     assert_eq!(
         got[1],
         K::Failed {
-            failure: Failure::Runtime(RuntimeFailure::ContainerCrash {
-                exit_code: Some(137)
-            })
+            failure: Failure::Runtime(RuntimeFailure::OutOfMemory { limit: None })
         }
     );
     assert!(

@@ -413,6 +413,11 @@ fn a_client_agent_registers_reads_and_writes_through_the_servers() {
     // A client cannot become a voter.
     let out = hs[0].ctl(&["cluster", "add-server", "s4"]);
     assert!(!out.status.success(), "{out:?}");
+    // A client agent may not change the raft servers: forbidden (403), not "unavailable".
+    let out = hs[3].ctl(&["cluster", "add-server", "s4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("darosd: forbidden: "), "{err}");
+    assert!(err.contains("(HTTP 403)"), "{err}");
     // A client agent may not mint tokens: forbidden (403), not "unavailable".
     let out = hs[3].ctl(&["cluster", "init"]);
     let err = String::from_utf8_lossy(&out.stderr);

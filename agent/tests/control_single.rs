@@ -248,3 +248,82 @@ fn kill9_and_restart_keep_apps_versions_and_events() {
     assert_eq!(again["priority"], 120);
     node.cleanup("shop");
 }
+
+/// Optimistic concurrency for pipelines (issue 20): two concurrent applies of the
+/// same application expecting the same version — exactly one wins, the other gets a
+/// 409 naming the version it is at, and nothing of the loser is applied.
+#[test]
+fn two_applies_expecting_one_version_exactly_one_wins() {
+    let t = TestRoot::new("ctl-expect");
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), t.name());
+    let base = shop_yaml("pipe", free_port(), &dir.path().join("shop"), false);
+    let f0 = dir.path().join("v1.yaml");
+    std::fs::write(&f0, &base).unwrap();
+    // Version 0: it must not exist yet.
+    n.ok(&[
+        "apply",
+        "--no-start",
+        "--expect-version",
+        "0",
+        "-f",
+        f0.to_str().unwrap(),
+    ]);
+    let files: Vec<String> = ["65Mi", "66Mi"]
+        .iter()
+        .map(|m| {
+            let text = base.replacen(
+                "memory: {request: 64Mi",
+                &format!("memory: {{request: {m}"),
+                1,
+            );
+            assert_ne!(text, base, "examples/shop.yaml changed shape");
+            let f = dir.path().join(format!("{m}.yaml"));
+            std::fs::write(&f, text).unwrap();
+            f.display().to_string()
+        })
+        .collect();
+    let runs: Vec<std::process::Child> = files
+        .iter()
+        .map(|f| {
+            Command::new(env!("CARGO_BIN_EXE_darosctl"))
+                .env_remove("DAROS_API_SOCKET")
+                .arg("--socket")
+                .arg(&n.socket)
+                .args(["apply", "--no-start", "--expect-version", "1", "-f", f])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let results: Vec<(bool, String)> = runs
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        })
+        .collect();
+    let winners: Vec<usize> = (0..2).filter(|&i| results[i].0).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let loser = &results[1 - winners[0]].1;
+    assert!(
+        loser.contains(
+            "application shop-team/pipe is at version 2, not 1: it changed since you read it; \
+             read it again (darosctl describe app) and retry (HTTP 409)"
+        ),
+        "{loser}"
+    );
+    let d = n.json(&["describe", "app", "pipe"]);
+    assert_eq!(d["versions"].as_array().unwrap().len(), 2, "{d:#}");
+    // A stale expectation on an operation is refused the same way.
+    let out = n.ctl(&["operate", "pipe", "--expect-version", "1", "start"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is at version 2, not 1"),
+        "{out:?}"
+    );
+}

@@ -141,6 +141,18 @@ pub enum Command {
     },
     /// Time passed: restarts whose backoff expired are due.
     Tick,
+    /// Optimistic concurrency (a pipeline's expected version, seed 000 §10.3):
+    /// `then` runs only if application `app` is at `version` (its latest
+    /// version number; 0: it does not exist), else nothing changes and the
+    /// caller is told the version it is at.
+    Expect {
+        /// The application.
+        app: AppKey,
+        /// The version it must be at.
+        version: u32,
+        /// What to do then.
+        then: Box<Command>,
+    },
 }
 
 /// An application change that was refused (it stays as it was).

@@ -91,6 +91,18 @@ pub enum CoordinatorError {
         /// The refusal.
         source: IllegalTransition,
     },
+    /// The application is not at the version the caller expected.
+    #[error(
+        "application {app} is at version {actual}, not {expected}: it changed since you read it; read it again (darosctl describe app) and retry"
+    )]
+    VersionConflict {
+        /// The application.
+        app: AppKey,
+        /// Expected.
+        expected: u32,
+        /// Its latest version (0: it does not exist).
+        actual: u32,
+    },
     /// The object is still used.
     #[error("{what} is still used by {}", .by.join(", "))]
     InUse {

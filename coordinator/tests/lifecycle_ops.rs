@@ -302,3 +302,34 @@ fn the_app_list_shows_the_most_important_problem() {
         "{reason}"
     );
 }
+
+/// `Expect`: the command runs only at the expected version; a stale expectation
+/// changes nothing and names the version the application is at.
+#[test]
+fn an_expected_version_guards_a_change() {
+    let mut c = Coordinator::new();
+    apply(&mut c, &cluster2(), 0);
+    let k = key("acme", "app");
+    let guarded = |version, yaml: &str| Command::Expect {
+        app: k.clone(),
+        version,
+        then: Box::new(Command::Apply {
+            documents: docs(yaml),
+            start: false,
+        }),
+    };
+    // 0: it must not exist yet.
+    c.apply(guarded(0, &one_worker("")), t(1)).unwrap();
+    let e = c.apply(guarded(0, &one_worker("")), t(2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "application acme/app is at version 1, not 0: it changed since you read it; read it \
+         again (darosctl describe app) and retry"
+    );
+    let v2 = one_worker("").replace("500m", "600m");
+    c.apply(guarded(1, &v2), t(3)).unwrap();
+    let v3 = one_worker("").replace("500m", "700m");
+    assert!(c.apply(guarded(1, &v3), t(4)).is_err(), "stale: it is at 2");
+    let d = c.describe(&k, t(4)).unwrap();
+    assert_eq!(d.versions.len(), 2, "the stale change was not recorded");
+}

@@ -36,6 +36,31 @@ pub struct WriteResult {
 pub struct ApplyQuery {
     /// Start admitted applications (default true).
     pub start: Option<bool>,
+    /// Apply only if the (one) application in the body is at this version (0:
+    /// it does not exist yet); a conflict is a 409.
+    #[serde(rename = "expectVersion")]
+    pub expect_version: Option<u32>,
+}
+
+/// Query of the routes that change one application.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectQuery {
+    /// Change it only if it is at this version; a conflict is a 409.
+    #[serde(rename = "expectVersion")]
+    pub expect_version: Option<u32>,
+}
+
+/// `command`, conditional on `app` being at `version` when one is given.
+fn expecting(app: &AppKey, version: Option<u32>, command: Command) -> Command {
+    match version {
+        Some(version) => Command::Expect {
+            app: app.clone(),
+            version,
+            then: Box::new(command),
+        },
+        None => command,
+    }
 }
 
 /// Query of the explain route.
@@ -71,6 +96,16 @@ const APP_PARAMS: &[Param] = &[
     },
 ];
 
+const EXPECT_VERSION: Param = Param {
+    name: "expectVersion",
+    location: "query",
+    required: false,
+    description: "Change it only if it is at this version (its latest version number; 0: it does not exist); else 409",
+    values: &[],
+};
+
+const APP_CHANGE_PARAMS: &[Param] = &[APP_PARAMS[0], APP_PARAMS[1], EXPECT_VERSION];
+
 fn any(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
     g.subschema_for::<Value>()
 }
@@ -82,15 +117,18 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::POST,
             path: "/v1/apps",
             summary: "Apply documents (YAML or JSON body: Tenant, Policy, ResourcePool, Node, Application)",
-            params: &[Param {
-                name: "start",
-                location: "query",
-                required: false,
-                description: "Start admitted applications (default true)",
-                values: &["true", "false"],
-            }],
+            params: &[
+                Param {
+                    name: "start",
+                    location: "query",
+                    required: false,
+                    description: "Start admitted applications (default true)",
+                    values: &["true", "false"],
+                },
+                EXPECT_VERSION,
+            ],
             response: any,
-            errors: &[400, 503],
+            errors: &[400, 409, 503],
             handler: post(apply),
         },
         ApiRoute {
@@ -115,7 +153,7 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::DELETE,
             path: "/v1/apps/{tenant}/{name}",
             summary: "Delete an application (its instances are stopped)",
-            params: APP_PARAMS,
+            params: APP_CHANGE_PARAMS,
             response: any,
             errors: &[404, 409, 503],
             handler: delete(remove),
@@ -133,7 +171,7 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/operations",
             summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"scale\",...}",
-            params: APP_PARAMS,
+            params: APP_CHANGE_PARAMS,
             response: any,
             errors: &[400, 404, 409, 503],
             handler: post(operate),
@@ -142,9 +180,9 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/rollback",
             summary: "Apply an earlier version's spec as a new version: {\"version\": N}",
-            params: APP_PARAMS,
+            params: APP_CHANGE_PARAMS,
             response: any,
-            errors: &[400, 404, 503],
+            errors: &[400, 404, 409, 503],
             handler: post(rollback),
         },
         ApiRoute {
@@ -223,14 +261,28 @@ async fn apply(
     let Query(q) = q?;
     let p = plane(&s)?;
     let documents = documents(&body)?;
-    write(
-        &p,
-        Command::Apply {
-            documents,
-            start: q.start.unwrap_or(true),
-        },
-    )
-    .await
+    let apps: Vec<AppKey> = documents
+        .iter()
+        .filter_map(|d| match d {
+            spec::Document::Application(a) => Some(a.key()),
+            _ => None,
+        })
+        .collect();
+    let command = Command::Apply {
+        documents,
+        start: q.start.unwrap_or(true),
+    };
+    let command = match (q.expect_version, apps.as_slice()) {
+        (None, _) => command,
+        (Some(v), [one]) => expecting(one, Some(v), command),
+        (Some(_), _) => {
+            return Err(ApiError::bad_request(format!(
+                "expectVersion: applies to exactly one Application document; this body has {}",
+                apps.len()
+            )));
+        }
+    };
+    write(&p, command).await
 }
 
 async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -289,46 +341,46 @@ async fn what_if(State(s): State<AppState>, body: String) -> Result<Json<Value>,
 async fn remove(
     State(s): State<AppState>,
     Path((tenant, name)): Path<(String, String)>,
+    q: Result<Query<ExpectQuery>, QueryRejection>,
 ) -> Result<Json<WriteResult>, ApiError> {
+    let Query(q) = q?;
     let p = plane(&s)?;
-    write(
-        &p,
-        Command::Operate {
-            app: AppKey::new(tenant, name),
-            operation: OperationRequest::Delete,
-        },
-    )
-    .await
+    let app = AppKey::new(tenant, name);
+    let command = Command::Operate {
+        app: app.clone(),
+        operation: OperationRequest::Delete,
+    };
+    write(&p, expecting(&app, q.expect_version, command)).await
 }
 
 async fn operate(
     State(s): State<AppState>,
     Path((tenant, name)): Path<(String, String)>,
+    q: Result<Query<ExpectQuery>, QueryRejection>,
     ApiJson(operation): ApiJson<OperationRequest>,
 ) -> Result<Json<WriteResult>, ApiError> {
+    let Query(q) = q?;
     let p = plane(&s)?;
-    write(
-        &p,
-        Command::Operate {
-            app: AppKey::new(tenant, name),
-            operation,
-        },
-    )
-    .await
+    let app = AppKey::new(tenant, name);
+    let command = Command::Operate {
+        app: app.clone(),
+        operation,
+    };
+    write(&p, expecting(&app, q.expect_version, command)).await
 }
 
 async fn rollback(
     State(s): State<AppState>,
     Path((tenant, name)): Path<(String, String)>,
+    q: Result<Query<ExpectQuery>, QueryRejection>,
     ApiJson(b): ApiJson<RollbackBody>,
 ) -> Result<Json<WriteResult>, ApiError> {
+    let Query(q) = q?;
     let p = plane(&s)?;
-    write(
-        &p,
-        Command::Rollback {
-            app: AppKey::new(tenant, name),
-            version: b.version,
-        },
-    )
-    .await
+    let app = AppKey::new(tenant, name);
+    let command = Command::Rollback {
+        app: app.clone(),
+        version: b.version,
+    };
+    write(&p, expecting(&app, q.expect_version, command)).await
 }

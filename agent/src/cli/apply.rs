@@ -19,6 +19,10 @@ pub struct ApplyArgs {
     /// Admit applications without starting them.
     #[arg(long)]
     pub no_start: bool,
+    /// Apply only if the (one) application in the file is at this version (0: it
+    /// does not exist yet); otherwise nothing changes and the conflict is reported.
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u32>,
 }
 
 /// Reads `-f FILE` (or standard input for `-`).
@@ -78,12 +82,19 @@ pub async fn run(
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     let text = read_documents(&a.file)?;
-    let path = if a.no_start {
-        "/v1/apps?start=false"
+    let mut query = Vec::new();
+    if a.no_start {
+        query.push("start=false".to_string());
+    }
+    if let Some(v) = a.expect_version {
+        query.push(format!("expectVersion={v}"));
+    }
+    let path = if query.is_empty() {
+        "/v1/apps".to_string()
     } else {
-        "/v1/apps"
+        format!("/v1/apps?{}", query.join("&"))
     };
-    let r: WriteResult = client.send_text(Method::POST, path, text).await?;
+    let r: WriteResult = client.send_text(Method::POST, &path, text).await?;
     print(out, fmt, &r, || render_write("applied", &r))?;
     refusals(&r)
 }

@@ -6,7 +6,7 @@ use hyper::Method;
 
 use super::CliError;
 use super::apply::render_write;
-use super::get::{app_path, resolve};
+use super::get::{app_path, expect_query, resolve};
 use super::output::{OutputFormat, print};
 use crate::api::apps::WriteResult;
 use crate::client::Client;
@@ -30,6 +30,9 @@ pub enum DeleteWhat {
         /// Tenant.
         #[arg(long)]
         tenant: Option<String>,
+        /// Delete it only if it is at this version (else: conflict, exit 1).
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u32>,
     },
 }
 
@@ -40,9 +43,14 @@ pub async fn run(
     a: DeleteArgs,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let DeleteWhat::App { name, tenant } = a.what;
+    let DeleteWhat::App {
+        name,
+        tenant,
+        expect_version,
+    } = a.what;
     let key = resolve(client, &name, tenant.as_deref()).await?;
-    let r: WriteResult = client.send(Method::DELETE, &app_path(&key), None).await?;
+    let path = format!("{}{}", app_path(&key), expect_query(expect_version));
+    let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
     print(out, fmt, &r, || render_write(&format!("deleted {key}"), &r))?;
     Ok(())
 }

@@ -64,6 +64,11 @@ pub async fn resolve(
     }
 }
 
+/// `?expectVersion=N` for a change conditional on the application's version.
+pub fn expect_query(version: Option<u32>) -> String {
+    version.map_or_else(String::new, |v| format!("?expectVersion={v}"))
+}
+
 /// Path of an application's routes.
 pub fn app_path(k: &AppKey) -> String {
     format!(

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::CliError;
 use super::apply::render_write;
-use super::get::{app_path, resolve};
+use super::get::{app_path, expect_query, resolve};
 use super::output::{OutputFormat, print};
 use crate::api::apps::WriteResult;
 use crate::client::Client;
@@ -24,6 +24,9 @@ pub struct RollbackArgs {
     /// Version to return to (applied as a new version).
     #[arg(long = "to", value_name = "N")]
     pub to: u32,
+    /// Roll back only if the application is at this version (else: conflict).
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u32>,
 }
 
 /// Runs `darosctl rollback`.
@@ -38,7 +41,11 @@ pub async fn run(
     let r: WriteResult = client
         .send(
             Method::POST,
-            &format!("{}/rollback", app_path(&key)),
+            &format!(
+                "{}/rollback{}",
+                app_path(&key),
+                expect_query(a.expect_version)
+            ),
             Some(&body),
         )
         .await?;
@@ -56,6 +63,9 @@ pub struct OperateArgs {
     /// Tenant.
     #[arg(long)]
     pub tenant: Option<String>,
+    /// Operate only if the application is at this version (else: conflict).
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u32>,
     /// The operation.
     #[command(subcommand)]
     pub op: Operation,
@@ -101,7 +111,11 @@ pub async fn operate(
     let r: WriteResult = client
         .send(
             Method::POST,
-            &format!("{}/operations", app_path(&key)),
+            &format!(
+                "{}/operations{}",
+                app_path(&key),
+                expect_query(a.expect_version)
+            ),
             Some(&body),
         )
         .await?;

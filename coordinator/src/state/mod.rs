@@ -121,6 +121,17 @@ impl Coordinator {
                 self.cmd_inventory(&node, &placements, now, &mut out)
             }
             Command::Tick => self.cmd_tick(now, &mut out),
+            Command::Expect { app, version, then } => {
+                let actual = self.apps.get(&app).map_or(0, |e| e.versions.len() as u32);
+                if actual != version {
+                    return Err(CoordinatorError::VersionConflict {
+                        app,
+                        expected: version,
+                        actual,
+                    });
+                }
+                return self.apply(*then, now);
+            }
         }
         Ok(out)
     }
