@@ -72,6 +72,7 @@ mod tests {
             on_exhausted: OnExhausted::WaitForOperator,
             reset_after: DurationMs::from_secs(60),
             disconnect: Default::default(),
+            rollout: Default::default(),
         }
     }
 

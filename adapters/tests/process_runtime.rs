@@ -357,6 +357,7 @@ fn policy(
         on_exhausted: OnExhausted::WaitForOperator,
         reset_after: DurationMs::from_secs(600),
         disconnect: Default::default(),
+        rollout: Default::default(),
     }
 }
 

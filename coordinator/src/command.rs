@@ -30,6 +30,8 @@ pub enum OperationRequest {
     Restore,
     /// Run a failed application through admission again.
     Retry,
+    /// Roll the rollout under way back to the version it started from.
+    Abort,
 }
 
 /// A change of a node's condition: its liveness, decided by the leader from

@@ -63,6 +63,8 @@ pub enum DecisionKind {
     Scale,
     /// Re-placement of replicas taken away (restore, node loss).
     Restore,
+    /// A rollout completed, failed, or was rolled back.
+    Rollout,
 }
 
 /// Input constraints of an arbitration, summarised.

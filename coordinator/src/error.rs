@@ -103,6 +103,11 @@ pub enum CoordinatorError {
         /// Its latest version (0: it does not exist).
         actual: u32,
     },
+    /// `abort` with no rollout under way.
+    #[error(
+        "application {0} has no rollout in progress: nothing to abort (`darosctl rollback --to N` applies an earlier version)"
+    )]
+    NoRollout(AppKey),
     /// The object is still used.
     #[error("{what} is still used by {}", .by.join(", "))]
     InUse {

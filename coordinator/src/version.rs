@@ -18,6 +18,11 @@ pub enum VersionOrigin {
         /// The version whose spec was restored.
         to: u32,
     },
+    /// A failed rollout rolled back by itself to the version it started from.
+    AutoRollback {
+        /// The version whose spec was restored.
+        to: u32,
+    },
 }
 
 /// One version of an application's spec.

@@ -52,8 +52,14 @@ pub async fn run_probe(check: &HealthCheck, ctx: &ExecContext) -> ProbeOutcome {
     if let Some(e) = &check.exec {
         exec_probe(&e.command, ctx, timeout).await
     } else if let Some(h) = &check.http {
+        if let Err(e) = own_listener(h.port, ctx).await {
+            return ProbeOutcome::Fail(e);
+        }
         http_probe(SocketAddr::new(PROBE_HOST, h.port), &h.path, timeout).await
     } else if let Some(t) = &check.tcp {
+        if let Err(e) = own_listener(t.port, ctx).await {
+            return ProbeOutcome::Fail(e);
+        }
         tcp_probe(SocketAddr::new(PROBE_HOST, t.port), timeout).await
     } else {
         ProbeOutcome::Fail("the check names no probe".into())
@@ -122,6 +128,14 @@ async fn exec_probe(argv: &[String], ctx: &ExecContext, timeout: Duration) -> Pr
             ProbeOutcome::Fail(format!("{cmd} timed out after {}ms", timeout.as_millis()))
         }
     }
+}
+
+/// The instance itself listens on `port` (see [`super::owner`]).
+async fn own_listener(port: u16, ctx: &ExecContext) -> Result<(), String> {
+    let procs = ctx.cgroup_procs.clone();
+    tokio::task::spawn_blocking(move || super::owner::check_listener(port, &procs))
+        .await
+        .unwrap_or_else(|e| Err(format!("listener check did not run: {e}")))
 }
 
 async fn http_probe(addr: SocketAddr, path: &str, timeout: Duration) -> ProbeOutcome {

@@ -170,7 +170,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/operations",
-            summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"scale\",...}",
+            summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"abort\"|\"scale\",...}",
             params: APP_CHANGE_PARAMS,
             response: any,
             errors: &[400, 404, 409, 503],

@@ -81,7 +81,7 @@ pub enum Command {
     Delete(delete::DeleteArgs),
     /// Return an application to an earlier version (as a new version).
     Rollback(rollback::RollbackArgs),
-    /// Operate on an application: start, stop, restore, retry, scale.
+    /// Operate on an application: start, stop, restore, retry, abort (a rollout), scale.
     Operate(rollback::OperateArgs),
     /// Workload logs: `logs tenant/app/workload [-f] [--tail N]`.
     Logs(logs::LogsArgs),

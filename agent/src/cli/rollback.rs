@@ -82,6 +82,8 @@ pub enum Operation {
     Restore,
     /// Run a failed application through admission again.
     Retry,
+    /// Roll the rollout under way back to the version it started from.
+    Abort,
     /// Set a workload's replica count.
     Scale {
         /// Workload.
@@ -104,6 +106,7 @@ pub async fn operate(
         Operation::Stop => json!({"op": "stop"}),
         Operation::Restore => json!({"op": "restore"}),
         Operation::Retry => json!({"op": "retry"}),
+        Operation::Abort => json!({"op": "abort"}),
         Operation::Scale { workload, replicas } => {
             json!({"op": "scale", "workload": workload, "replicas": replicas})
         }
@@ -132,6 +135,7 @@ impl std::fmt::Display for Operation {
             Operation::Stop => f.write_str("stop"),
             Operation::Restore => f.write_str("restore"),
             Operation::Retry => f.write_str("retry"),
+            Operation::Abort => f.write_str("abort"),
             Operation::Scale { workload, replicas } => {
                 write!(f, "scale {workload} to {replicas} replica(s)")
             }

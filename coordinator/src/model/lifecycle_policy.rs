@@ -2,6 +2,7 @@
 //! and backoff, wait for an operator, or fail and stop its dependents.
 
 use super::disconnect::DisconnectPolicy;
+use super::rollout::RolloutPolicy;
 use super::time::DurationMs;
 use crate::field::{FieldError, join};
 use serde::{Deserialize, Serialize};
@@ -123,6 +124,9 @@ pub struct LifecyclePolicy {
     /// What happens when its node goes silent.
     #[serde(default)]
     pub disconnect: DisconnectPolicy,
+    /// How a changed workload replaces its replicas.
+    #[serde(default)]
+    pub rollout: RolloutPolicy,
 }
 
 fn default_reset() -> DurationMs {
@@ -138,6 +142,7 @@ impl Default for LifecyclePolicy {
             on_exhausted: OnExhausted::default(),
             reset_after: default_reset(),
             disconnect: DisconnectPolicy::default(),
+            rollout: RolloutPolicy::default(),
         }
     }
 }
@@ -147,6 +152,7 @@ impl LifecyclePolicy {
     pub fn validate(&self, path: &str) -> Vec<FieldError> {
         let mut errs = self.backoff.validate(&join(path, "backoff"));
         errs.extend(self.disconnect.validate(&join(path, "disconnect")));
+        errs.extend(self.rollout.validate(&join(path, "rollout")));
         errs
     }
 

@@ -14,6 +14,7 @@ pub mod pool;
 pub mod qos;
 pub mod ratio;
 pub mod resources;
+pub mod rollout;
 pub mod runtime;
 pub mod tenant;
 pub mod time;

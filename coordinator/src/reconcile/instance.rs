@@ -41,7 +41,8 @@ pub enum Requested {
 /// is "unknown" (reports from agents that predate placements).
 pub type PlacementId = u64;
 
-/// The instance an update replaces (rolling update, one at a time).
+/// The instance an update replaces: stopped first, or, in a surge, kept
+/// running until its replacement is ready.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replaced {
     /// Node the old instance runs on.
@@ -55,6 +56,21 @@ pub struct Replaced {
     pub stopped: bool,
     /// True once its stop was asked.
     pub stop_requested: bool,
+    /// True once its replacement was started while it still ran (a surge).
+    #[serde(default)]
+    pub surge: bool,
+}
+
+impl Replaced {
+    /// True while it may still run (no stop asked or seen).
+    pub fn live(&self) -> bool {
+        !self.stopped && !self.stop_requested
+    }
+
+    /// True once its replacement began: surged beside it, or stopping it.
+    pub fn begun(&self) -> bool {
+        self.surge || !self.live()
+    }
 }
 
 /// One placed replica.

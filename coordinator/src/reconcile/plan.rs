@@ -14,8 +14,13 @@
 //! - an ended instance is restarted per its LifecyclePolicy (restart kind,
 //!   retries, backoff); when no restart is allowed: `WaitForOperator` holds
 //!   it, `FailAndStopDependents` fails the application;
-//! - a rolling update replaces one instance at a time: stop the old, start
-//!   the new, wait for it to be ready, then the next;
+//! - a rolling update replaces the replicas of a changed workload within its
+//!   rollout budget: up to `maxSurge` at a time start the new instance beside
+//!   the old one and stop the old one once the new one is ready, then up to
+//!   `maxUnavailable` at a time stop the old one first; a new instance that
+//!   exhausts its restarts, or a rollout not complete by its progress
+//!   deadline, fails the rollout (not the application: the old replicas that
+//!   still run keep serving);
 //! - the application is Running when every workload is ready, Degraded when
 //!   a replica is down, held or evicted, Finished when every workload
 //!   completed.
@@ -54,6 +59,9 @@ pub struct PlanInput<'a> {
     /// True when the application is Degraded only because of runtime
     /// failures (so it recovers by itself once they heal).
     pub recoverable_degradation: bool,
+    /// When the rollout in progress began (its progress deadline counts
+    /// from there).
+    pub rollout_started: Option<Timestamp>,
     /// Now.
     pub now: Timestamp,
 }
@@ -83,6 +91,8 @@ pub struct Plan {
     pub wake_at: Option<Timestamp>,
     /// Retry budget used per instance for the starts in `actions`.
     pub restarts: BTreeMap<InstanceKey, u32>,
+    /// The rollout in progress failed: (workload, why).
+    pub rollout_failed: Option<(String, String)>,
 }
 
 /// Launch description of workload `w`.
@@ -119,7 +129,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let mut state = vec![WorkloadState::default(); ws.len()];
     let mut down: Vec<String> = Vec::new();
     let mut failing: Option<(String, String)> = None;
-    let mut rollout_busy = false;
 
     for &i in &order {
         let w = &ws[i];
@@ -135,6 +144,34 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .health_checks
             .iter()
             .any(|h| h.kind == CheckKind::Readiness);
+        // Rollout budget of this workload: replacements already under way.
+        let rp = lp.rollout;
+        let (mut surging, mut unavailable) = (0u32, 0u32);
+        let mut in_rollout = false;
+        for (_, inst) in input.runtime.of_workload(&w.name) {
+            if let Some(old) = &inst.replacing {
+                in_rollout = true;
+                if old.surge {
+                    surging += 1;
+                } else if !old.live() {
+                    unavailable += 1;
+                }
+            }
+        }
+        if in_rollout && let Some(started) = input.rollout_started {
+            let deadline = started.plus(rp.progress_deadline);
+            if input.now >= deadline {
+                p.rollout_failed.get_or_insert((
+                    w.name.clone(),
+                    format!(
+                        "workload {} did not complete its rollout to version {} within its progress deadline {}",
+                        w.name, input.version, rp.progress_deadline
+                    ),
+                ));
+            } else {
+                wake(&mut p, deadline);
+            }
+        }
         let deps: Vec<&str> = graph
             .deps_of(i)
             .iter()
@@ -252,7 +289,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             "init job {} of workload {} failed {} times (last: {why})",
                             j.name, w.name, st.attempts
                         );
-                        if lp.on_exhausted == OnExhausted::FailAndStopDependents {
+                        if in_rollout {
+                            p.rollout_failed
+                                .get_or_insert((w.name.clone(), reason.clone()));
+                        } else if lp.on_exhausted == OnExhausted::FailAndStopDependents {
                             failing.get_or_insert((w.name.clone(), reason.clone()));
                         }
                         p.blocked.push(Blocked {
@@ -308,29 +348,23 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 ));
                 continue;
             }
-            // Rolling update: one replacement in flight at a time.
+            // Rolling update, within the workload's rollout budget.
             if let Some(old) = &inst.replacing {
                 all_ready = false;
                 all_completed = false;
-                if rollout_busy {
-                    p.blocked.push(Blocked {
-                        workload: w.name.clone(),
-                        reason: format!(
-                            "rolling update: {}/{} waits for the previous replacement",
-                            k.workload, k.replica
-                        ),
-                    });
-                    continue;
-                }
-                rollout_busy = true;
-                if !old.stopped {
-                    let old_id = InstanceId {
-                        version: old.version,
-                        ..id.clone()
-                    };
-                    if !old.stop_requested {
+                let old_id = InstanceId {
+                    version: old.version,
+                    ..id.clone()
+                };
+                let old_node = old.node.clone().unwrap_or_else(|| node.clone());
+                if !old.begun() {
+                    if surging < rp.max_surge {
+                        // Surge: the new one starts below, beside the old one.
+                        surging += 1;
+                    } else if unavailable < rp.max_unavailable {
+                        unavailable += 1;
                         p.actions.push(RuntimeAction {
-                            node: old.node.clone().unwrap_or_else(|| node.clone()),
+                            node: old_node,
                             not_before: None,
                             reason: format!(
                                 "rolling update to version {}: stop version {} first",
@@ -341,10 +375,41 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                                 placement: old.placement,
                             },
                         });
+                        continue;
+                    } else {
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!(
+                                "rolling update: {}/{} waits for the replacements under way (maxSurge {}, maxUnavailable {})",
+                                k.workload, k.replica, rp.max_surge, rp.max_unavailable
+                            ),
+                        });
+                        continue;
+                    }
+                } else if !old.surge && !old.stopped {
+                    // Stopping first: the new one starts once the old one stopped.
+                    continue;
+                }
+                let new_ready = inst.observed == ObservedState::Ready
+                    || (inst.observed == ObservedState::Running && !has_readiness);
+                if old.surge && new_ready {
+                    if old.live() {
+                        p.actions.push(RuntimeAction {
+                            node: old_node,
+                            not_before: None,
+                            reason: format!(
+                                "rolling update: version {} is ready, stop version {}",
+                                inst.version, old.version
+                            ),
+                            kind: ActionKind::Stop {
+                                instance: old_id,
+                                placement: old.placement,
+                            },
+                        });
                     }
                     continue;
                 }
-                // Old one stopped: the new one starts below like any other.
+                // The new one is handled below like any other.
             }
             let ready = inst.observed == ObservedState::Ready
                 || (inst.observed == ObservedState::Running && !has_readiness);
@@ -421,6 +486,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                             o.describe(),
                             used
                         );
+                        if inst.replacing.is_some() {
+                            // A new version that cannot run fails its rollout,
+                            // not the application.
+                            p.rollout_failed
+                                .get_or_insert((w.name.clone(), reason.clone()));
+                            down.push(format!("{reason}; rollout failed"));
+                            continue;
+                        }
                         match lp.on_exhausted {
                             OnExhausted::FailAndStopDependents => {
                                 failing.get_or_insert((w.name.clone(), reason));

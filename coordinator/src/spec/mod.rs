@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 pub const KINDS: [&str; 5] = ["Application", "Tenant", "Policy", "ResourcePool", "Node"];
 
 /// A validated document.
+// Most documents are Applications, and a handful are parsed per apply: boxing
+// the large variant would cost an allocation on the common path for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "object")]
 pub enum Document {

@@ -137,6 +137,7 @@ impl Coordinator {
                 admitted_seq: 0,
                 wake_at: None,
                 restore_epoch: 0,
+                rollout: None,
             },
         );
         self.record_event(
@@ -525,6 +526,10 @@ impl Coordinator {
     ) {
         if actions.contains(&LifecycleAction::StopWorkloads) {
             self.stop_instances(key, reason, failed, out);
+            if let Some(e) = self.apps.get_mut(key) {
+                // Nothing is replaced any more.
+                e.rollout = None;
+            }
         }
         if actions.contains(&LifecycleAction::ReleasePlacements) {
             self.release_placements(key);
@@ -960,6 +965,11 @@ pub(super) fn origin_reason(origin: VersionOrigin, version: u32) -> String {
         VersionOrigin::Apply => format!("spec updated to version {version}"),
         VersionOrigin::Rollback { to } => {
             format!("rolled back to the spec of version {to} as version {version}")
+        }
+        VersionOrigin::AutoRollback { to } => {
+            format!(
+                "rollout failed: rolled back by itself to the spec of version {to} as version {version}"
+            )
         }
     }
 }

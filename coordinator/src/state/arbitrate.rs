@@ -1065,7 +1065,33 @@ impl Coordinator {
             let started = inst.starts > 0 || inst.observed.is_live();
             let goes_on = changed.contains(&k.workload)
                 && k.replica < targets.get(&k.workload).copied().unwrap_or(0);
-            if goes_on && started {
+            // During a rollout, the instance that still serves is the old one
+            // a replacement kept running, when the newer one never got ready:
+            // that one is replaced, the newer one stopped.
+            let ready = inst.observed == ObservedState::Ready
+                || (inst.observed == ObservedState::Running
+                    && !old.workload(&k.workload).is_some_and(|w| {
+                        w.health_checks
+                            .iter()
+                            .any(|h| h.kind == crate::model::health::CheckKind::Readiness)
+                    }));
+            let serving = inst
+                .replacing
+                .clone()
+                .filter(|o| o.live() && !ready)
+                .filter(|_| goes_on);
+            if let Some(o) = serving {
+                if started && let Some(n) = &inst.node {
+                    out.actions.push(super::apps::stop_action(
+                        key,
+                        k,
+                        (inst.version, inst.placement),
+                        n,
+                        format!("replaced by version {version} before it was ready"),
+                    ));
+                }
+                replaced.insert(k.clone(), Replaced { surge: false, ..o });
+            } else if goes_on && started {
                 replaced.insert(
                     k.clone(),
                     Replaced {
@@ -1074,6 +1100,7 @@ impl Coordinator {
                         placement: inst.placement,
                         stopped: false,
                         stop_requested: false,
+                        surge: false,
                     },
                 );
             } else if started && let Some(n) = &inst.node {
@@ -1112,6 +1139,7 @@ impl Coordinator {
             created: now,
             origin,
         });
+        let previous = e.current;
         e.current = version;
         e.targets = targets;
         e.charge = charge;
@@ -1144,6 +1172,7 @@ impl Coordinator {
             out,
         );
         self.apply_preemptions(key, &g, d, now, out);
+        self.begin_rollout(key, previous, version, origin, now);
         self.replan(key, now, out);
     }
 }

@@ -86,6 +86,8 @@ pub struct AppEntry {
     pub wake_at: Option<Timestamp>,
     /// Capacity epoch of the last automatic restore attempt.
     pub restore_epoch: u64,
+    /// The rollout under way, if any.
+    pub rollout: Option<super::rollout::Rollout>,
 }
 
 impl AppEntry {

@@ -10,6 +10,7 @@ pub mod entry;
 mod headline;
 mod liveness;
 mod query;
+pub mod rollout;
 mod runtime;
 
 use crate::command::{Command, NodeCondition, OperationRequest, Outcome};
@@ -278,6 +279,7 @@ impl Coordinator {
             }
             OperationRequest::Restore => self.op_restore(key, now, out),
             OperationRequest::Retry => self.op_retry(key, now, out),
+            OperationRequest::Abort => self.op_abort(key, now, out),
         }
     }
 

@@ -102,6 +102,9 @@ pub struct AppDescription {
     pub pool: String,
     /// Why degraded.
     pub degradation: Option<Degradation>,
+    /// The rollout under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::rollout::Rollout>,
     /// Quota held.
     pub charge: Charge,
     /// Requests placed.
@@ -144,6 +147,24 @@ impl AppDescription {
             self.version,
             self.versions.len()
         );
+        if let Some(r) = &self.rollout {
+            let _ = writeln!(
+                s,
+                "Rollout:     version {} to {}{}, since {}{}",
+                r.from,
+                r.to,
+                if r.rollback {
+                    " (automatic rollback)"
+                } else {
+                    ""
+                },
+                time(r.started),
+                r.failed
+                    .as_ref()
+                    .map(|f| format!("; failed: {f}"))
+                    .unwrap_or_default()
+            );
+        }
         let _ = writeln!(s, "Priority:    {}  Pool: {}", self.priority, self.pool);
         let _ = writeln!(
             s,
@@ -318,6 +339,7 @@ impl Coordinator {
             priority: spec.spec.priority,
             pool: spec.pool().to_string(),
             degradation: e.degradation.clone(),
+            rollout: e.rollout.clone(),
             charge: e.charge,
             allocated: e.allocated,
             effective: e.effective.clone(),

@@ -38,6 +38,7 @@ impl Coordinator {
                 .degradation
                 .as_ref()
                 .is_none_or(|d| d.cause == DegradationCause::Runtime),
+            rollout_started: e.rollout.as_ref().map(|r| r.started),
             now,
         }))
     }
@@ -53,6 +54,12 @@ impl Coordinator {
                 } => {
                     let k = InstanceKey::new(instance.workload.clone(), instance.replica);
                     if let Some(inst) = e.runtime.instances.get_mut(&k) {
+                        if let Some(old) = inst.replacing.as_mut()
+                            && old.live()
+                        {
+                            // Started beside the old one: a surge.
+                            old.surge = true;
+                        }
                         inst.starts = *attempt;
                         inst.requested = Some((Requested::Start(*attempt), inst.observations));
                         if let Some(r) = p.restarts.get(&k) {
@@ -90,11 +97,15 @@ impl Coordinator {
             }
         }
         e.wake_at = p.wake_at;
+        let policies = e.policies.clone();
         out.actions.extend(p.actions);
+        if self.track_rollout(key, p.rollout_failed.clone(), now, out) {
+            // Rolled back: planned afresh; this plan's event is stale.
+            return;
+        }
         let Some((ev, reason)) = p.event else {
             return;
         };
-        let policies = e.policies.clone();
         let Ok(step) = self.transition_app(
             key,
             Input::Event(ev),
@@ -167,15 +178,6 @@ impl Coordinator {
                 inst.last_failure = Some(state.describe());
             }
             inst.observe(state, now);
-            if ready && inst.replacing.take().is_some() {
-                let rolling = e.runtime.instances.values().any(|i| i.replacing.is_some());
-                if !rolling {
-                    out.notes.push(format!(
-                        "{}: rolling update to version {} complete",
-                        id.app, e.current
-                    ));
-                }
-            }
         } else if let Some(old) = inst
             .replacing
             .as_mut()
@@ -190,6 +192,19 @@ impl Coordinator {
                 inst.placement, inst.version
             ));
             return Ok(());
+        }
+        // A replacement is done once the new instance is ready and the old
+        // one stopped (a surge stops the old one only after that).
+        let ready = inst.observed == ObservedState::Ready
+            || (inst.observed == ObservedState::Running && !readiness);
+        if ready && inst.replacing.as_ref().is_some_and(|o| o.stopped) {
+            inst.replacing = None;
+            if !e.runtime.instances.values().any(|i| i.replacing.is_some()) {
+                out.notes.push(format!(
+                    "{}: rolling update to version {} complete",
+                    id.app, e.current
+                ));
+            }
         }
         self.replan(&id.app, now, out);
         Ok(())
