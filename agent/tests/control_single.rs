@@ -327,3 +327,55 @@ fn two_applies_expecting_one_version_exactly_one_wins() {
         "{out:?}"
     );
 }
+
+/// Bounded history (issue 20): `cluster retention --versions 2`, five versions
+/// applied — `describe` keeps the last two and says three were compacted, a
+/// rollback to a compacted one says so, and a kill -9 and restart rebuilds the
+/// same bounded state.
+#[test]
+fn retention_bounds_the_versions_and_says_what_it_dropped() {
+    let t = TestRoot::new("ctl-retain");
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Node::start(dir.path(), t.name());
+    let out = n.ctl(&["cluster", "retention", "--versions", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("retention.versions: 1 is below the minimum 2"),
+        "{err}"
+    );
+    n.ok(&["cluster", "retention", "--versions", "2"]);
+    let base = shop_yaml("retained", free_port(), &dir.path().join("shop"), false);
+    for m in 64..69 {
+        let text = base.replacen(
+            "memory: {request: 64Mi",
+            &format!("memory: {{request: {m}Mi"),
+            1,
+        );
+        let f = dir.path().join(format!("v{m}.yaml"));
+        std::fs::write(&f, text).unwrap();
+        n.ok(&["apply", "--no-start", "-f", f.to_str().unwrap()]);
+    }
+    let check = |n: &Node| {
+        let d = n.json(&["describe", "app", "retained"]);
+        let kept: Vec<u64> = d["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["version"].as_u64().unwrap())
+            .collect();
+        assert_eq!(kept, vec![4, 5], "{d:#}");
+        assert_eq!(d["compacted"]["versions"], 3, "{d:#}");
+        let text = n.ok(&["describe", "app", "retained"]);
+        assert!(text.contains("Compacted:   3 version(s)"), "{text}");
+        let out = n.ctl(&["rollback", "retained", "--to", "2"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("version 2 was compacted away by retention (the oldest kept is 4;"),
+            "{err}"
+        );
+    };
+    check(&n);
+    n.kill9();
+    n.spawn();
+    check(&n);
+}

@@ -143,6 +143,11 @@ pub enum Command {
     },
     /// Time passed: restarts whose backoff expired are due.
     Tick,
+    /// How much history the coordinator keeps (every replica trims alike).
+    SetRetention {
+        /// The limits.
+        retention: crate::state::history::Retention,
+    },
     /// Optimistic concurrency (a pipeline's expected version, seed 000 §10.3):
     /// `then` runs only if application `app` is at `version` (its latest
     /// version number; 0: it does not exist), else nothing changes and the

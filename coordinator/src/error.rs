@@ -65,6 +65,18 @@ pub enum CoordinatorError {
         /// Latest existing.
         latest: u32,
     },
+    /// The version existed but was compacted away by retention.
+    #[error(
+        "application {app}: version {version} was compacted away by retention (the oldest kept is {oldest}; `darosctl describe app` lists them)"
+    )]
+    VersionCompacted {
+        /// The application.
+        app: AppKey,
+        /// Asked.
+        version: u32,
+        /// Oldest kept.
+        oldest: u32,
+    },
     /// No such workload.
     #[error("application {app} has no workload {workload:?}")]
     UnknownWorkload {

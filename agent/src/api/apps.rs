@@ -244,7 +244,7 @@ fn documents(body: &str) -> Result<Vec<spec::Document>, ApiError> {
     spec::parse(body, Format::Auto).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-async fn write(p: &ControlPlane, cmd: Command) -> Result<Json<WriteResult>, ApiError> {
+pub(super) async fn write(p: &ControlPlane, cmd: Command) -> Result<Json<WriteResult>, ApiError> {
     let (outcome, at) = p.write(cmd).await?;
     Ok(Json(WriteResult {
         term: at.term,

@@ -4,12 +4,12 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use daros_gossip::NodeId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::apps::plane;
+use super::apps::{WriteResult, plane, write};
 use super::error::{ApiError, ApiJson};
 use super::{ApiRoute, AppState, Param};
 use crate::control::ControlError;
@@ -93,6 +93,15 @@ pub fn routes() -> Vec<ApiRoute> {
             errors: &[400, 503],
             handler: delete(remove_server),
         },
+        ApiRoute {
+            method: Method::PUT,
+            path: "/v1/cluster/retention",
+            summary: "How much history the coordinator keeps: {events, decisions, evaluations, versions} (fields left out take their defaults)",
+            params: &[],
+            response: |g| g.subschema_for::<Value>(),
+            errors: &[400, 503],
+            handler: put(retention),
+        },
     ]
 }
 
@@ -110,6 +119,14 @@ async fn status(State(s): State<AppState>) -> Result<Json<ClusterView>, ApiError
         fence: m.fence_highest(),
         status,
     }))
+}
+
+async fn retention(
+    State(s): State<AppState>,
+    ApiJson(retention): ApiJson<daros_coordinator::state::history::Retention>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, daros_coordinator::Command::SetRetention { retention }).await
 }
 
 async fn init(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -46,6 +46,21 @@ pub enum ClusterCmd {
         /// Node id.
         node: String,
     },
+    /// Set how much history the coordinator keeps (a limit left out takes its default).
+    Retention {
+        /// Lifecycle events, all applications together (default 10000).
+        #[arg(long)]
+        events: Option<usize>,
+        /// Decision records (default 2000).
+        #[arg(long)]
+        decisions: Option<usize>,
+        /// Policy evaluations (default 2000).
+        #[arg(long)]
+        evaluations: Option<usize>,
+        /// Versions per application (default 50; versions in use are kept).
+        #[arg(long)]
+        versions: Option<usize>,
+    },
 }
 
 fn render_status(v: &ClusterView) -> String {
@@ -94,6 +109,34 @@ pub async fn run(
         ClusterCmd::Status => {
             let v: ClusterView = client.get("/v1/cluster").await?;
             print(out, fmt, &v, || render_status(&v))?;
+        }
+        ClusterCmd::Retention {
+            events,
+            decisions,
+            evaluations,
+            versions,
+        } => {
+            let mut body = serde_json::Map::new();
+            for (k, v) in [
+                ("events", events),
+                ("decisions", decisions),
+                ("evaluations", evaluations),
+                ("versions", versions),
+            ] {
+                if let Some(v) = v {
+                    body.insert(k.into(), json!(v));
+                }
+            }
+            let r: crate::api::apps::WriteResult = client
+                .send(
+                    Method::PUT,
+                    "/v1/cluster/retention",
+                    Some(&Value::Object(body)),
+                )
+                .await?;
+            print(out, fmt, &r, || {
+                crate::cli::apply::render_write("retention set", &r)
+            })?;
         }
         ClusterCmd::Init => {
             let v: Value = client.send(Method::POST, "/v1/cluster/init", None).await?;

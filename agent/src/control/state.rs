@@ -1,9 +1,11 @@
 //! The coordinator as the raft state machine.
 //!
 //! Every command carries the time stamped by the proposer, so applying it is
-//! deterministic on every replica (apply never reads a clock). Snapshots are
-//! the journal of applied commands, replayed on restore: the coordinator state
-//! is rebuilt exactly as the log built it.
+//! deterministic on every replica (apply never reads a clock). A snapshot is
+//! the coordinator's state itself (CBOR: its maps have structured keys), so
+//! restoring it costs what the state weighs, not what its history did;
+//! snapshots of earlier versions (the JSON journal of every applied command)
+//! are still restored by replaying them.
 
 use std::collections::BTreeMap;
 
@@ -93,6 +95,7 @@ impl From<CoordinatorError> for Failure {
             | CoordinatorError::UnknownPolicy(_)
             | CoordinatorError::UnknownDecision(_)
             | CoordinatorError::UnknownVersion { .. }
+            | CoordinatorError::VersionCompacted { .. }
             | CoordinatorError::UnknownWorkload { .. } => FailureKind::NotFound,
             _ => FailureKind::Conflict,
         };
@@ -151,16 +154,30 @@ pub struct NodeView {
 /// The replicated coordinator.
 pub struct CoordinatorState {
     coord: daros_coordinator::Coordinator,
-    journal: Vec<Stamped>,
+    changes: u64,
     applied: watch::Sender<LogPosition>,
 }
 
 impl std::fmt::Debug for CoordinatorState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoordinatorState")
-            .field("journal", &self.journal.len())
+            .field("changes", &self.changes)
             .finish()
     }
+}
+
+/// Version of the snapshot format written now.
+const SNAPSHOT_FORMAT: u32 = 2;
+
+/// What a snapshot holds.
+#[derive(Serialize, Deserialize)]
+struct Snapshot<C> {
+    /// [`SNAPSHOT_FORMAT`].
+    format: u32,
+    /// Commands that changed the state so far.
+    changes: u64,
+    /// The state.
+    coordinator: C,
 }
 
 impl Default for CoordinatorState {
@@ -176,7 +193,7 @@ impl CoordinatorState {
         (
             Self {
                 coord: daros_coordinator::Coordinator::new(),
-                journal: Vec::new(),
+                changes: 0,
                 applied: tx,
             },
             rx,
@@ -188,9 +205,9 @@ impl CoordinatorState {
         &self.coord
     }
 
-    /// Commands applied so far (the snapshot's length).
-    pub fn journal_len(&self) -> usize {
-        self.journal.len()
+    /// Commands that changed the state so far.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Desired work of every registered node.
@@ -347,10 +364,10 @@ impl ReplicatedState for CoordinatorState {
             });
         }
         let r = self.run(&cmd);
-        // Only commands that changed the state are journaled: a refused
-        // command changes nothing, and a dropped report did not reach it.
+        // Only commands that changed the state count: a refused command
+        // changes nothing, and a dropped report did not reach it.
         if matches!(r, Ok(Some(_))) {
-            self.journal.push(cmd);
+            self.changes += 1;
         }
         self.applied.send_replace(at);
         r.map(Option::unwrap_or_default)
@@ -361,10 +378,40 @@ impl ReplicatedState for CoordinatorState {
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, StateError> {
-        serde_json::to_vec(&self.journal).map_err(|e| StateError(e.to_string()))
+        let mut out = Vec::new();
+        ciborium::into_writer(
+            &Snapshot {
+                format: SNAPSHOT_FORMAT,
+                changes: self.changes,
+                coordinator: &self.coord,
+            },
+            &mut out,
+        )
+        .map_err(|e| StateError(format!("writing the snapshot: {e}")))?;
+        Ok(out)
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateError> {
+        if snapshot.first() == Some(&b'[') {
+            return self.restore_journal(snapshot);
+        }
+        let s: Snapshot<daros_coordinator::Coordinator> = ciborium::from_reader(snapshot)
+            .map_err(|e| StateError(format!("reading the snapshot: {e}")))?;
+        if s.format != SNAPSHOT_FORMAT {
+            return Err(StateError(format!(
+                "snapshot format {} is not {SNAPSHOT_FORMAT}: written by another darosd version",
+                s.format
+            )));
+        }
+        self.coord = s.coordinator;
+        self.changes = s.changes;
+        Ok(())
+    }
+}
+
+impl CoordinatorState {
+    /// A snapshot of format 1: the JSON journal, replayed.
+    fn restore_journal(&mut self, snapshot: &[u8]) -> Result<(), StateError> {
         let journal: Vec<Stamped> =
             serde_json::from_slice(snapshot).map_err(|e| StateError(e.to_string()))?;
         let mut coord = daros_coordinator::Coordinator::new();
@@ -373,7 +420,7 @@ impl ReplicatedState for CoordinatorState {
                 .map_err(|e| StateError(format!("replaying the journal: {e}")))?;
         }
         self.coord = coord;
-        self.journal = journal;
+        self.changes = journal.len() as u64;
         Ok(())
     }
 }
@@ -441,6 +488,64 @@ mod tests {
         assert!(
             !a.desired_work()["n1"].jobs.is_empty() || !a.desired_work()["n1"].instances.is_empty()
         );
+        // The restored state is the same state: it snapshots to the same bytes,
+        // and goes on the same way.
+        assert_eq!(b.snapshot().unwrap(), snap);
+        assert_eq!(b.changes(), a.changes());
+        let next = |s: &mut CoordinatorState| {
+            s.apply(
+                Stamped {
+                    at: Timestamp(3_000),
+                    leader_term: None,
+                    command: ControlCommand::Coordinator {
+                        command: Command::Tick,
+                    },
+                },
+                LogPosition { term: 1, index: 3 },
+            )
+            .unwrap();
+            s.snapshot().unwrap()
+        };
+        assert_eq!(next(&mut a), next(&mut b));
+    }
+
+    /// A data dir written by an earlier darosd holds a JSON journal: it is
+    /// replayed into the same state.
+    #[test]
+    fn a_journal_snapshot_of_format_1_is_replayed() {
+        let (mut a, _) = CoordinatorState::new();
+        register_n1(&mut a);
+        apply_shop(&mut a, 2).unwrap();
+        let documents = daros_coordinator::spec::parse(SHOP, daros_coordinator::Format::Yaml)
+            .expect("shop.yaml parses");
+        let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
+            "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
+        }))
+        .unwrap();
+        let journal = vec![
+            Stamped {
+                at: Timestamp(500),
+                leader_term: None,
+                command: ControlCommand::Coordinator {
+                    command: Command::RegisterNode { node },
+                },
+            },
+            Stamped {
+                at: Timestamp(1_000),
+                leader_term: None,
+                command: ControlCommand::Coordinator {
+                    command: Command::Apply {
+                        documents,
+                        start: true,
+                    },
+                },
+            },
+        ];
+        let (mut b, _) = CoordinatorState::new();
+        b.restore(&serde_json::to_vec(&journal).unwrap()).unwrap();
+        assert_eq!(b.snapshot().unwrap(), a.snapshot().unwrap());
+        let e = b.restore(b"\xa1\x00").unwrap_err();
+        assert!(e.to_string().contains("reading the snapshot"), "{e}");
     }
 
     fn report(s: &mut CoordinatorState, index: u64, d: &DesiredStart, state: ObservedState) {
@@ -570,15 +675,15 @@ mod tests {
                 },
             },
         };
-        let before = s.journal_len();
+        let before = s.changes();
         s.apply(report(1, 3_000), LogPosition { term: 1, index: 3 })
             .unwrap();
-        assert_eq!(s.journal_len(), before + 1, "a new state is recorded");
+        assert_eq!(s.changes(), before + 1, "a new state is recorded");
         s.apply(report(1, 3_100), LogPosition { term: 1, index: 4 })
             .unwrap();
-        assert_eq!(s.journal_len(), before + 1, "a repeated report is dropped");
+        assert_eq!(s.changes(), before + 1, "a repeated report is dropped");
         s.apply(report(0, 3_200), LogPosition { term: 1, index: 5 })
             .unwrap();
-        assert_eq!(s.journal_len(), before + 1, "a stale attempt is dropped");
+        assert_eq!(s.changes(), before + 1, "a stale attempt is dropped");
     }
 }

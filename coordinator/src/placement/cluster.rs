@@ -9,13 +9,14 @@ use crate::model::node::ExecutionNode;
 use crate::model::pool::{DEFAULT_POOL, ResourcePool};
 use crate::model::ratio::Ratio;
 use crate::model::runtime::{OsType, RuntimeRequirement, RuntimeType};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Dense index of a node (stable: nodes are never removed, only cordoned).
 pub type NodeIdx = u32;
 
 /// One instance placed on a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placed {
     /// Application id.
     pub app: u32,
@@ -34,7 +35,7 @@ pub struct Placed {
 }
 
 /// What is allocated on a node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Sum of requests.
     pub alloc: ResVec,
@@ -60,7 +61,7 @@ impl Usage {
 }
 
 /// A node with what is allocated on it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeState {
     /// The node as registered.
     pub spec: ExecutionNode,
@@ -203,7 +204,7 @@ impl NodeState {
 
 /// Nodes of one pool that can run one (OS, runtime type), indexed by free
 /// cpu and by cost.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClassIndex {
     /// (free cpu at ratio 1, negative when overcommitted, node), ascending.
     pub by_free: BTreeSet<(i64, NodeIdx)>,
@@ -216,7 +217,7 @@ pub struct ClassIndex {
 }
 
 /// A pool and its indexes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoolState {
     /// The pool as defined.
     pub spec: ResourcePool,
@@ -244,7 +245,7 @@ fn intern(map: &mut BTreeMap<String, u32>, s: &str) -> u32 {
 }
 
 /// The cluster as placement sees it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cluster {
     nodes: Vec<NodeState>,
     by_name: BTreeMap<String, NodeIdx>,

@@ -3,9 +3,10 @@
 //! instead of walking every full cheap node.
 
 use super::cluster::NodeIdx;
+use serde::{Deserialize, Serialize};
 
 /// Cost-ordered nodes with a max segment tree over their free cpu.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CostTree {
     order: Vec<NodeIdx>,
     pos: Vec<u32>,

@@ -74,7 +74,7 @@ impl Replaced {
 }
 
 /// One placed replica.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Instance {
     /// Node it is placed on (`None` when evicted and not re-placed).
     pub node: Option<String>,
@@ -160,7 +160,7 @@ impl Instance {
 }
 
 /// Status of one init job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStatus {
     /// Node it runs on.
     pub node: Option<String>,
@@ -221,7 +221,7 @@ impl JobStatus {
 pub type JobKey = (String, String);
 
 /// Runtime bookkeeping of an application.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppRuntime {
     /// Placed replicas.
     pub instances: BTreeMap<InstanceKey, Instance>,

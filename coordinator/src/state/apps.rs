@@ -138,6 +138,7 @@ impl Coordinator {
                 wake_at: None,
                 restore_epoch: 0,
                 rollout: None,
+                compacted: Default::default(),
             },
         );
         self.record_event(
@@ -290,7 +291,7 @@ impl Coordinator {
             .collect();
         scoped.sort_by(|a, b| (a.scope.level(), a.name).cmp(&(b.scope.level(), b.name)));
         let names: Vec<String> = scoped.iter().map(|p| p.name.to_string()).collect();
-        let id = self.evaluations.len() as u64 + 1;
+        let id = self.evaluations.next_pos() + 1;
         let mut ev = Evaluated {
             admission: None,
             effective: None,
@@ -400,7 +401,7 @@ impl Coordinator {
 
     /// Stores a decision, giving it the next id.
     pub(super) fn push_decision(&mut self, mut d: Decision, out: &mut Outcome) -> DecisionId {
-        let id = DecisionId(self.decisions.len() as u64 + 1);
+        let id = DecisionId(self.decisions.next_pos() + 1);
         d.id = id;
         if let Some(e) = self.apps.get_mut(&d.app) {
             e.decisions.push(id);
@@ -424,7 +425,7 @@ impl Coordinator {
         out: &mut Outcome,
     ) {
         let ev = LifecycleEvent {
-            seq: self.events.len() as u64 + 1,
+            seq: self.events.next_pos() + 1,
             app: key.clone(),
             time: now,
             from,
@@ -434,8 +435,7 @@ impl Coordinator {
             policies,
             related,
         };
-        let idx = self.events.len();
-        self.events.push(ev.clone());
+        let idx = self.events.push(ev.clone()) as usize;
         if let Some(e) = self.apps.get_mut(key) {
             e.events.push(idx);
         }
@@ -758,11 +758,15 @@ impl Coordinator {
             .apps
             .get(key)
             .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
-        let latest = e.versions.len() as u32;
-        let Some(v) = version
-            .checked_sub(1)
-            .and_then(|i| e.versions.get(i as usize))
-        else {
+        let latest = e.latest_version();
+        let Some(v) = e.version(version) else {
+            if (1..=latest).contains(&version) {
+                return Err(CoordinatorError::VersionCompacted {
+                    app: key.clone(),
+                    version,
+                    oldest: e.versions.first().map_or(latest, |v| v.version),
+                });
+            }
             return Err(CoordinatorError::UnknownVersion {
                 app: key.clone(),
                 version,
@@ -806,7 +810,7 @@ impl Coordinator {
             .apps
             .get_mut(key)
             .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
-        let version = e.versions.len() as u32 + 1;
+        let version = e.next_version();
         let phase = e.phase;
         e.targets = targets_for(&e.targets, &app);
         e.versions.push(AppVersion {
@@ -871,7 +875,7 @@ impl Coordinator {
         let Some(e) = self.apps.get(key) else {
             return Ok(());
         };
-        let version = e.versions.len() as u32 + 1;
+        let version = e.next_version();
         let own = e.charge;
         let targets: BTreeMap<String, u32> = app
             .spec

@@ -932,7 +932,7 @@ impl Coordinator {
     ) {
         let Some(e) = self.apps.get(key) else { return };
         let old = e.spec_arc();
-        let version = e.versions.len() as u32 + 1;
+        let version = e.next_version();
         let own = e.charge;
         let targets = super::apps::targets_for(&e.targets, &app);
         let ev = self.evaluate(key, &app, &targets, own, version, now);

@@ -77,11 +77,7 @@ impl Coordinator {
             if !e.phase.holds_placements() {
                 continue;
             }
-            let spec_of = |v: u32| {
-                e.versions
-                    .get((v as usize).saturating_sub(1))
-                    .map(|av| av.spec.as_ref())
-            };
+            let spec_of = |v: u32| e.version(v).map(|av| av.spec.as_ref());
             for (k, inst) in &e.runtime.instances {
                 if let Some(old) = &inst.replacing
                     && !old.stop_requested

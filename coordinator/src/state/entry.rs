@@ -46,7 +46,7 @@ pub struct Degradation {
 }
 
 /// Everything about one application.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppEntry {
     /// Numeric id (never reused).
     pub id: u32,
@@ -54,8 +54,12 @@ pub struct AppEntry {
     pub key: AppKey,
     /// Lifecycle phase.
     pub phase: Phase,
-    /// Accepted versions, oldest first.
+    /// Accepted versions kept, by increasing number (retention may have
+    /// compacted some older ones away; the latest is always kept).
     pub versions: Vec<AppVersion>,
+    /// What of its history was compacted.
+    #[serde(default)]
+    pub compacted: super::history::Compacted,
     /// Version in force.
     pub current: u32,
     /// Effective policy from the last admission.
@@ -91,16 +95,38 @@ pub struct AppEntry {
 }
 
 impl AppEntry {
+    /// Version `v`, unless compacted or not written.
+    pub fn version(&self, v: u32) -> Option<&AppVersion> {
+        self.versions
+            .binary_search_by_key(&v, |x| x.version)
+            .ok()
+            .map(|i| &self.versions[i])
+    }
+
+    /// The latest version number.
+    pub fn latest_version(&self) -> u32 {
+        self.versions.last().map_or(0, |v| v.version)
+    }
+
+    /// The number the next version gets.
+    pub fn next_version(&self) -> u32 {
+        self.latest_version() + 1
+    }
+
+    fn current_index(&self) -> usize {
+        self.versions
+            .binary_search_by_key(&self.current, |x| x.version)
+            .unwrap_or(self.versions.len().saturating_sub(1))
+    }
+
     /// The spec in force.
     pub fn spec(&self) -> &Application {
-        let i = (self.current as usize).saturating_sub(1);
-        &self.versions[i.min(self.versions.len() - 1)].spec
+        &self.versions[self.current_index()].spec
     }
 
     /// The spec in force, shared.
     pub fn spec_arc(&self) -> std::sync::Arc<Application> {
-        let i = (self.current as usize).saturating_sub(1);
-        std::sync::Arc::clone(&self.versions[i.min(self.versions.len() - 1)].spec)
+        std::sync::Arc::clone(&self.versions[self.current_index()].spec)
     }
 
     /// Replicas of `w` wanted (its target, else its min).
@@ -113,7 +139,7 @@ impl AppEntry {
 }
 
 /// A tenant and what its applications hold.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantEntry {
     /// Numeric id (never reused).
     pub id: u32,

@@ -46,7 +46,7 @@ impl Coordinator {
         let last_event = || {
             e.events
                 .last()
-                .and_then(|&i| self.events.get(i))
+                .and_then(|&i| self.events.get(i as u64))
                 .map(|ev| ev.reason.clone())
                 .unwrap_or_default()
         };

@@ -8,6 +8,7 @@ mod arbitrate;
 pub mod desired;
 pub mod entry;
 mod headline;
+pub mod history;
 mod liveness;
 mod query;
 pub mod rollout;
@@ -25,12 +26,13 @@ use crate::placement::Cluster;
 use crate::policy::PolicyEvaluation;
 use crate::spec::{Document, validate};
 use entry::{AppEntry, TenantEntry};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use query::{AppDescription, AppSummary, InstanceView, JobView};
 
 /// Tuning of the placement search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoordinatorConfig {
     /// Feasible candidates scored per replica (and kept in the record).
     pub top_k: usize,
@@ -48,7 +50,7 @@ impl Default for CoordinatorConfig {
 }
 
 /// The coordinator.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Coordinator {
     config: CoordinatorConfig,
     cluster: Cluster,
@@ -58,9 +60,12 @@ pub struct Coordinator {
     apps: BTreeMap<crate::model::names::AppKey, AppEntry>,
     app_ids: BTreeMap<u32, crate::model::names::AppKey>,
     next_app_id: u32,
-    events: Vec<LifecycleEvent>,
-    decisions: Vec<Decision>,
-    evaluations: Vec<PolicyEvaluation>,
+    events: history::Log<LifecycleEvent>,
+    decisions: history::Log<Decision>,
+    evaluations: history::Log<PolicyEvaluation>,
+    /// How much of that history is kept.
+    #[serde(default)]
+    retention: history::Retention,
     admitted_seq: u64,
     /// Bumped whenever capacity is freed or added, so that degraded
     /// applications try to get their evicted replicas back once per change.
@@ -122,8 +127,19 @@ impl Coordinator {
                 self.cmd_inventory(&node, &placements, now, &mut out)
             }
             Command::Tick => self.cmd_tick(now, &mut out),
+            Command::SetRetention { retention } => {
+                let errors = retention.validate();
+                if !errors.is_empty() {
+                    return Err(CoordinatorError::Invalid {
+                        kind: "Retention".into(),
+                        name: "cluster".into(),
+                        errors,
+                    });
+                }
+                self.retention = retention;
+            }
             Command::Expect { app, version, then } => {
-                let actual = self.apps.get(&app).map_or(0, |e| e.versions.len() as u32);
+                let actual = self.apps.get(&app).map_or(0, |e| e.latest_version());
                 if actual != version {
                     return Err(CoordinatorError::VersionConflict {
                         app,
@@ -134,6 +150,7 @@ impl Coordinator {
                 return self.apply(*then, now);
             }
         }
+        self.compact();
         Ok(out)
     }
 

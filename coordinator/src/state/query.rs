@@ -94,8 +94,11 @@ pub struct AppDescription {
     pub phase: Phase,
     /// Version in force.
     pub version: u32,
-    /// Every version.
+    /// The versions kept.
     pub versions: Vec<VersionSummary>,
+    /// What of its history was compacted away (retention).
+    #[serde(default, skip_serializing_if = "super::history::Compacted::is_empty")]
+    pub compacted: super::history::Compacted,
     /// Priority.
     pub priority: u32,
     /// Pool.
@@ -145,8 +148,16 @@ impl AppDescription {
             s,
             "Version:     {} (of {})",
             self.version,
-            self.versions.len()
+            self.versions.last().map_or(self.version, |v| v.version)
         );
+        if !self.compacted.is_empty() {
+            let c = self.compacted;
+            let _ = writeln!(
+                s,
+                "Compacted:   {} version(s), {} event(s), {} decision(s) older than those kept (retention)",
+                c.versions, c.events, c.decisions
+            );
+        }
         if let Some(r) = &self.rollout {
             let _ = writeln!(
                 s,
@@ -264,7 +275,7 @@ impl Coordinator {
         self.apps.get(key).map(|e| (e.current, e.spec()))
     }
 
-    /// Every version of `key`.
+    /// The versions of `key` kept (older ones may be compacted away).
     pub fn versions(&self, key: &AppKey) -> Result<&[AppVersion], CoordinatorError> {
         self.apps
             .get(key)
@@ -336,6 +347,7 @@ impl Coordinator {
                     current: v.version == e.current,
                 })
                 .collect(),
+            compacted: e.compacted,
             priority: spec.spec.priority,
             pool: spec.pool().to_string(),
             degradation: e.degradation.clone(),
@@ -358,7 +370,7 @@ impl Coordinator {
             events: e
                 .events
                 .iter()
-                .filter_map(|&i| self.events.get(i).cloned())
+                .filter_map(|&i| self.events.get(i as u64).cloned())
                 .collect(),
             decisions: e.decisions.clone(),
         })
@@ -374,34 +386,37 @@ impl Coordinator {
     /// A decision record.
     pub fn decision(&self, id: DecisionId) -> Result<&Decision, CoordinatorError> {
         id.0.checked_sub(1)
-            .and_then(|i| self.decisions.get(i as usize))
+            .and_then(|i| self.decisions.get(i))
             .ok_or(CoordinatorError::UnknownDecision(id))
     }
 
     /// Every decision, oldest first.
     pub fn decisions(&self) -> &[Decision] {
-        &self.decisions
+        self.decisions.as_slice()
     }
 
     /// A policy evaluation record.
     pub fn evaluation(&self, id: u64) -> Option<&PolicyEvaluation> {
-        id.checked_sub(1)
-            .and_then(|i| self.evaluations.get(i as usize))
+        id.checked_sub(1).and_then(|i| self.evaluations.get(i))
     }
 
     /// Every policy evaluation, oldest first.
     pub fn evaluations(&self) -> &[PolicyEvaluation] {
-        &self.evaluations
+        self.evaluations.as_slice()
     }
 
     /// Every lifecycle event, oldest first (the audit log).
     pub fn events(&self) -> &[LifecycleEvent] {
-        &self.events
+        self.events.as_slice()
     }
 
     /// Lifecycle events of `key`.
     pub fn events_of(&self, key: &AppKey) -> Vec<&LifecycleEvent> {
-        self.events.iter().filter(|e| &e.app == key).collect()
+        self.events
+            .as_slice()
+            .iter()
+            .filter(|e| &e.app == key)
+            .collect()
     }
 
     /// Latest decision of `key`.

@@ -95,11 +95,7 @@ impl Coordinator {
             .workload(&workload)
             .map(|w| e.spec().lifecycle_of(w).rollout)
             .unwrap_or_default();
-        let from_spec = r
-            .from
-            .checked_sub(1)
-            .and_then(|i| e.versions.get(i as usize))
-            .map(|v| (*v.spec).clone());
+        let from_spec = e.version(r.from).map(|v| (*v.spec).clone());
         if let Some(ro) = e.rollout.as_mut() {
             ro.failed = Some(why.clone());
         }
