@@ -197,3 +197,36 @@ fn an_instance_absent_from_its_nodes_inventory_fails() {
             .is_some()
     );
 }
+
+/// A node that can run nothing (its agent has no runtime executor) still
+/// registers itself — it is listed, and no workload is placed on it — while
+/// an operator's Node document must name its runtimes.
+#[test]
+fn a_node_without_runtimes_registers_and_takes_no_work() {
+    let mut c = Coordinator::new();
+    let node: ExecutionNode = serde_json::from_value(serde_json::json!({
+        "name": "bare", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": []
+    }))
+    .unwrap();
+    c.apply(Command::RegisterNode { node }, t(0)).unwrap();
+    assert!(c.cluster().nodes().iter().any(|n| n.spec.name == "bare"));
+    apply(&mut c, &tenant_yaml("acme", ""), 1);
+    let out = c
+        .apply(
+            Command::Apply {
+                documents: docs(&app_yaml("acme", "a", 100, &[("w", "100m", 1, &[])])),
+                start: true,
+            },
+            t(2),
+        )
+        .unwrap();
+    assert!(started(&out).is_empty(), "{out:?}");
+    let e = daros_coordinator::spec::parse(
+        "apiVersion: daros.io/v1\nkind: Node\nmetadata: {name: doc}\nspec:\n  \
+         capacity: {cpu: \"2\", memory: 1Gi}\n  runtimes: []\n",
+        Format::Yaml,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("runtimes"), "{e}");
+}

@@ -202,6 +202,7 @@ pub async fn register_loop(
 ) {
     let mut first = Some(first);
     let mut registered = None;
+    let mut refused: Option<String> = None;
     loop {
         let node = spec();
         if registered.as_ref() != Some(&node) {
@@ -215,6 +216,14 @@ pub async fn register_loop(
                     registered = Some(node);
                     if let Some(f) = first.take() {
                         let _ = f.send(());
+                    }
+                }
+                // A refusal will not heal by waiting for a leader: say why (once).
+                Err(e @ super::ControlError::Refused(_)) => {
+                    let why = e.to_string();
+                    if refused.as_ref() != Some(&why) {
+                        warn!(error = %why, "node registration refused by the coordinator");
+                        refused = Some(why);
                     }
                 }
                 Err(e) => debug!(error = %e, "node registration not written yet"),
