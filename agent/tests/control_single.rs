@@ -379,3 +379,29 @@ fn retention_bounds_the_versions_and_says_what_it_dropped() {
     n.spawn();
     check(&n);
 }
+
+/// Hostile input (issue 23): YAML nested 50,000 deep (100 KB) is refused by a
+/// linear scan before the parser sees it (it used to hold a core for 4.7 s), and
+/// the agent goes on answering.
+#[test]
+fn deeply_nested_yaml_is_refused_before_parsing() {
+    let t = TestRoot::new("ctl-deep");
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), t.name());
+    let f = dir.path().join("deep.yaml");
+    std::fs::write(&f, "a: ".to_string() + &"[".repeat(50_000)).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = n.ctl(&["apply", "-f", f.to_str().unwrap()]);
+    eprintln!(
+        "50,000 levels refused in {:?} (darosctl round trip)",
+        t0.elapsed()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("nesting deeper than 64 levels: refused before parsing"),
+        "{err}"
+    );
+    assert!(err.contains("(HTTP 400)"), "{err}");
+    n.ok(&["get", "apps"]);
+}

@@ -22,8 +22,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    APP_WAIT, RestartableDarosd, TestRoot, alive, cgroups_left, free_port, instance, main_pid,
-    main_pids, phase, shop_yaml, wait_for,
+    APP_WAIT, RestartableDarosd, TestRoot, alive, cgroups_left, environ, free_port, instance,
+    main_pid, main_pids, phase, shop_yaml, wait_for,
 };
 use serde_json::Value;
 
@@ -77,16 +77,6 @@ impl Probe {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
         self.thread.join().unwrap()
     }
-}
-
-/// `KEY=value` pairs of a process's environment.
-fn environ(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|b| *b == 0)
-        .filter(|v| !v.is_empty())
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .collect()
 }
 
 fn state_of(d: &Value, workload: &str) -> String {

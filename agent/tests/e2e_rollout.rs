@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{APP_WAIT, RestartableDarosd, TestRoot, alive, free_port, main_pid, phase, wait_for};
+use common::{
+    APP_WAIT, RestartableDarosd, TestRoot, alive, environ, free_port, main_pid, phase, wait_for,
+};
 use serde_json::Value;
 
 const SERVER: &str = r#"
@@ -142,15 +144,6 @@ impl Poller {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().unwrap()
     }
-}
-
-fn environ(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|b| *b == 0)
-        .filter(|v| !v.is_empty())
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .collect()
 }
 
 fn cg(version: u32) -> String {

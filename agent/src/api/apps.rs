@@ -235,13 +235,18 @@ impl From<ControlError> for ApiError {
     }
 }
 
-fn documents(body: &str) -> Result<Vec<spec::Document>, ApiError> {
+/// Parses a request's documents off the async runtime's threads (bounded in
+/// size and depth before any parsing: `spec::bounds`).
+async fn documents(body: String) -> Result<Vec<spec::Document>, ApiError> {
     if body.trim().is_empty() {
         return Err(ApiError::bad_request(
             "empty body: send YAML or JSON documents",
         ));
     }
-    spec::parse(body, Format::Auto).map_err(|e| ApiError::bad_request(e.to_string()))
+    tokio::task::spawn_blocking(move || spec::parse(&body, Format::Auto))
+        .await
+        .map_err(|e| ApiError::bad_request(format!("the spec could not be parsed: {e}")))?
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 pub(super) async fn write(p: &ControlPlane, cmd: Command) -> Result<Json<WriteResult>, ApiError> {
@@ -260,7 +265,7 @@ async fn apply(
 ) -> Result<Json<WriteResult>, ApiError> {
     let Query(q) = q?;
     let p = plane(&s)?;
-    let documents = documents(&body)?;
+    let documents = documents(body).await?;
     let apps: Vec<AppKey> = documents
         .iter()
         .filter_map(|d| match d {
@@ -331,7 +336,7 @@ async fn explain(
 
 async fn what_if(State(s): State<AppState>, body: String) -> Result<Json<Value>, ApiError> {
     let p = plane(&s)?;
-    let documents = documents(&body)?;
+    let documents = documents(body).await?;
     let now = crate::control::plane::now();
     Ok(Json(
         p.query(ControlQuery::WhatIf { documents, now }).await?,

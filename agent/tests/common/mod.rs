@@ -672,3 +672,13 @@ impl Drop for RestartableDarosd {
         self.kill9();
     }
 }
+
+/// `KEY=value` pairs of a process's environment (`/proc/PID/environ`).
+pub fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}

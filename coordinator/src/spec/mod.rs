@@ -4,6 +4,7 @@
 //! Policy, ResourcePool, Node. Unknown fields are refused with their path;
 //! every error names the document, the field path and the reason.
 
+pub mod bounds;
 pub mod envelope;
 pub mod error;
 pub mod validate;
@@ -87,9 +88,11 @@ pub fn parse(text: &str, format: Format) -> Result<Vec<Document>, SpecErrors> {
             t.starts_with('{') || t.starts_with('[')
         }
     };
+    bounds::check_size(text)?;
     if json {
         parse_json(text)
     } else {
+        bounds::check_yaml_depth(text)?;
         parse_yaml(text)
     }
 }
