@@ -247,6 +247,20 @@ struct Run {
 fn run(batches: usize, start_apps: bool) -> Run {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut c = Coordinator::new();
+    // Every decision record and event is kept, as the figures always assumed.
+    let all = usize::MAX / 2;
+    c.apply(
+        Command::SetRetention {
+            retention: daros_coordinator::state::history::Retention {
+                events: all,
+                decisions: all,
+                evaluations: all,
+                versions: all,
+            },
+        },
+        Timestamp(0),
+    )
+    .unwrap();
     let mut base = nodes(&mut rng);
     base.extend(tenants());
     c.apply(

@@ -156,15 +156,22 @@ impl Compacted {
 }
 
 impl super::Coordinator {
-    /// Trims the logs and every application's versions to the retention
-    /// limits, counting what each application lost.
-    pub(super) fn compact(&mut self) {
+    /// Trims the logs, and the versions of the applications `out` recorded
+    /// events for (a new version is always an event), to the retention
+    /// limits, counting what each application lost. Cheap per command: the
+    /// applications are walked only when a log was trimmed (in batches).
+    pub(super) fn compact(&mut self, out: &crate::command::Outcome) {
         let r = self.retention;
         let events = self.events.trim(r.events) > 0;
         let decisions = self.decisions.trim(r.decisions) > 0;
         self.evaluations.trim(r.evaluations);
         let (first_event, first_decision) = (self.events.dropped(), self.decisions.dropped());
+        let touched: std::collections::BTreeSet<&crate::model::names::AppKey> =
+            out.events.iter().map(|e| &e.app).collect();
         for e in self.apps.values_mut() {
+            if !events && !decisions && !touched.contains(&e.key) {
+                continue;
+            }
             if events {
                 let before = e.events.len();
                 e.events.retain(|&i| i as u64 >= first_event);

@@ -156,7 +156,7 @@ impl Coordinator {
                 return self.apply(*then, now);
             }
         }
-        self.compact();
+        self.compact(&out);
         Ok(out)
     }
 
