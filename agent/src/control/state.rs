@@ -433,41 +433,45 @@ mod tests {
 
     const SHOP: &str = include_str!("../../../examples/shop.yaml");
 
-    fn apply_shop(s: &mut CoordinatorState, index: u64) -> Result<Outcome, Failure> {
+    /// The shop applied (and started) at t=1000.
+    fn shop_command() -> Stamped {
         let documents = daros_coordinator::spec::parse(SHOP, daros_coordinator::Format::Yaml)
             .expect("shop.yaml parses");
-        s.apply(
-            Stamped {
-                at: Timestamp(1_000),
-                leader_term: None,
-                command: ControlCommand::Coordinator {
-                    command: Command::Apply {
-                        documents,
-                        start: true,
-                    },
+        Stamped {
+            at: Timestamp(1_000),
+            leader_term: None,
+            command: ControlCommand::Coordinator {
+                command: Command::Apply {
+                    documents,
+                    start: true,
                 },
             },
-            LogPosition { term: 1, index },
-        )
+        }
     }
 
-    /// Applies the registration of node `n1` (8 CPUs, process runtime) at index 1.
-    fn register_n1(s: &mut CoordinatorState) {
+    /// Node `n1` (8 CPUs, process runtime) registering at t=500.
+    fn register_n1_command() -> Stamped {
         let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
             "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
         }))
         .unwrap();
-        s.apply(
-            Stamped {
-                at: Timestamp(500),
-                leader_term: None,
-                command: ControlCommand::Coordinator {
-                    command: Command::RegisterNode { node },
-                },
+        Stamped {
+            at: Timestamp(500),
+            leader_term: None,
+            command: ControlCommand::Coordinator {
+                command: Command::RegisterNode { node },
             },
-            LogPosition { term: 1, index: 1 },
-        )
-        .unwrap();
+        }
+    }
+
+    fn apply_shop(s: &mut CoordinatorState, index: u64) -> Result<Outcome, Failure> {
+        s.apply(shop_command(), LogPosition { term: 1, index })
+    }
+
+    /// Applies the registration of node `n1` at index 1.
+    fn register_n1(s: &mut CoordinatorState) {
+        s.apply(register_n1_command(), LogPosition { term: 1, index: 1 })
+            .unwrap();
     }
 
     #[test]
@@ -516,31 +520,7 @@ mod tests {
         let (mut a, _) = CoordinatorState::new();
         register_n1(&mut a);
         apply_shop(&mut a, 2).unwrap();
-        let documents = daros_coordinator::spec::parse(SHOP, daros_coordinator::Format::Yaml)
-            .expect("shop.yaml parses");
-        let node: daros_coordinator::ExecutionNode = serde_json::from_value(serde_json::json!({
-            "name": "n1", "capacity": {"cpu": "8", "memory": "16Gi"}, "runtimes": ["process"]
-        }))
-        .unwrap();
-        let journal = vec![
-            Stamped {
-                at: Timestamp(500),
-                leader_term: None,
-                command: ControlCommand::Coordinator {
-                    command: Command::RegisterNode { node },
-                },
-            },
-            Stamped {
-                at: Timestamp(1_000),
-                leader_term: None,
-                command: ControlCommand::Coordinator {
-                    command: Command::Apply {
-                        documents,
-                        start: true,
-                    },
-                },
-            },
-        ];
+        let journal = vec![register_n1_command(), shop_command()];
         let (mut b, _) = CoordinatorState::new();
         b.restore(&serde_json::to_vec(&journal).unwrap()).unwrap();
         assert_eq!(b.snapshot().unwrap(), a.snapshot().unwrap());
