@@ -16,14 +16,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    APP_WAIT, RestartableDarosd, TestRoot, alive, cgroups_left, environ, free_port, instance,
-    main_pid, main_pids, phase, shop_yaml, wait_for,
+    APP_WAIT, RestartableDarosd, TestRoot, alive, cgroups_left, environ, free_port, http_get,
+    instance, main_pid, main_pids, phase, shop_yaml, wait_for,
 };
 use serde_json::Value;
 
@@ -32,14 +30,7 @@ const READINESS_PERIOD: Duration = Duration::from_secs(2);
 
 /// The page served on `port`, if the port answers.
 fn page(port: u16) -> Option<String> {
-    let mut s =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
-            .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
-    s.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    body.contains("200 OK").then_some(body)
+    http_get(port, "/index.html", Duration::from_secs(1)).filter(|b| b.contains("200 OK"))
 }
 
 /// Probes the port every 10 ms in the background and measures the longest time

@@ -15,15 +15,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    APP_WAIT, RestartableDarosd, TestRoot, alive, environ, free_port, main_pid, phase, wait_for,
+    APP_WAIT, RestartableDarosd, TestRoot, alive, environ, free_port, http_get, main_pid, phase,
+    wait_for,
 };
 use serde_json::Value;
 
@@ -97,14 +96,8 @@ spec:
 
 /// The version the port answers with, if it answers.
 fn served(port: u16) -> Option<String> {
-    let mut s =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
-            .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    body.lines()
+    http_get(port, "/", Duration::from_secs(2))?
+        .lines()
         .find_map(|l| l.strip_prefix("version "))
         .map(str::to_string)
 }

@@ -682,3 +682,20 @@ pub fn environ(pid: u32) -> Vec<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .collect()
 }
+
+/// The raw HTTP/1.0 answer to `GET path` on 127.0.0.1:`port` (500 ms to
+/// connect, `read_timeout` to read), if the port answers.
+pub fn http_get(port: u16, path: &str, read_timeout: Duration) -> Option<String> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect_timeout(
+        &([127, 0, 0, 1], port).into(),
+        Duration::from_millis(500),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(read_timeout)).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
