@@ -405,3 +405,19 @@ fn deeply_nested_yaml_is_refused_before_parsing() {
     assert!(err.contains("(HTTP 400)"), "{err}");
     n.ok(&["get", "apps"]);
 }
+
+/// Removing the last voter is refused as a conflict with the cluster's
+/// shape (409, with the reason), not reported as an outage, and the cluster
+/// goes on serving.
+#[test]
+fn removing_the_last_voter_is_a_conflict() {
+    let t = TestRoot::new("ctl-lastvoter");
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), t.name());
+    let out = n.ctl(&["cluster", "remove-server", "ctl-single"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot remove the last voter"), "{err}");
+    assert!(err.contains("(HTTP 409)"), "{err}");
+    n.ok(&["get", "apps"]);
+}

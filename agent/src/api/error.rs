@@ -48,7 +48,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
-            error: self.message,
+            error: daros_coordinator::spec::plain::plain_types(&self.message),
             status: self.status.as_u16(),
         };
         (self.status, Json(body)).into_response()
@@ -91,6 +91,31 @@ where
             .map(|Json(v)| ApiJson(v))
             .map_err(ApiError::from)
     }
+}
+
+/// Middleware giving every error response the JSON [`ErrorBody`] shape:
+/// those a handler built already have it; the rest (axum's extractor
+/// rejections, which are plain text) keep their status and say their text as
+/// the error.
+pub async fn json_errors(resp: Response) -> Response {
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if resp.status().as_u16() < 400 || is_json {
+        return resp;
+    }
+    let status = resp.status();
+    let text = axum::body::to_bytes(resp.into_body(), 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    ApiError { status, message }.into_response()
 }
 
 /// Fallback for paths no route serves.
@@ -156,5 +181,41 @@ mod tests {
         assert_eq!(body_of(r).await.status, 415);
         let r = send("{\"size\": 3}", "application/json").await;
         assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn plain_text_errors_become_json_without_rust_type_names() {
+        let app = Router::new()
+            .route("/t", post(|ApiJson(_t): ApiJson<Thing>| async { "ok" }))
+            .route(
+                "/text",
+                post(|| async { (StatusCode::PAYLOAD_TOO_LARGE, "length limit exceeded") }),
+            )
+            .layer(axum::middleware::map_response(json_errors));
+        let r = app
+            .clone()
+            .oneshot(Request::post("/text").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            body_of(r).await,
+            ErrorBody {
+                error: "length limit exceeded".into(),
+                status: 413
+            }
+        );
+        let r = app
+            .oneshot(
+                Request::post("/t")
+                    .header("content-type", "application/json")
+                    .body(Body::from("{\"size\": -1}"))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let b = body_of(r).await;
+        assert!(!b.error.contains("u32"), "{}", b.error);
+        assert!(b.error.contains("a whole number from 0"), "{}", b.error);
     }
 }

@@ -7,12 +7,15 @@ pub mod caps;
 pub mod cluster;
 pub mod error;
 pub mod health;
+pub mod limits;
 pub mod logs;
 pub mod members;
 pub mod net;
 pub mod node;
 pub mod openapi;
+pub mod parse_errors;
 pub mod qos;
+pub mod serve;
 pub mod socket;
 pub mod workloads;
 
@@ -96,8 +99,9 @@ pub fn routes() -> Vec<ApiRoute> {
     r
 }
 
-/// Builds the router with JSON fallbacks for unknown routes and methods.
-pub fn router(state: AppState) -> Router {
+/// Builds the router with JSON fallbacks for unknown routes and methods,
+/// every error in the JSON shape and every body bounded in size and time.
+pub fn router(state: AppState, body_timeout: Duration) -> Router {
     let routes = routes();
     let doc = Arc::new(openapi::document(&routes));
     let mut app: Router<AppState> = Router::new();
@@ -107,5 +111,10 @@ pub fn router(state: AppState) -> Router {
     app.fallback(error::unknown_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::Extension(doc))
+        .layer(axum::middleware::map_response(error::json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            body_timeout,
+            limits::bounded,
+        ))
         .with_state(state)
 }

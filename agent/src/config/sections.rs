@@ -81,6 +81,11 @@ pub struct ApiSection {
     /// Group owning the socket, so its members can use `darosctl` without root.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub socket_group: Option<String>,
+    /// How long a client may take to send a request's line and headers
+    /// (1s–5m); the connection is closed after it (also on the metrics port).
+    pub header_timeout: HumanDuration,
+    /// How long a client may take to send a request's body (1s–10m): 408.
+    pub body_timeout: HumanDuration,
 }
 
 impl Default for ApiSection {
@@ -88,6 +93,8 @@ impl Default for ApiSection {
         ApiSection {
             socket: PathBuf::from("/run/daros/agent.sock"),
             socket_group: None,
+            header_timeout: HumanDuration(Duration::from_secs(10)),
+            body_timeout: HumanDuration(Duration::from_secs(30)),
         }
     }
 }

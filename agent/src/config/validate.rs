@@ -81,6 +81,18 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     }
 
     range(
+        "api.header_timeout",
+        c.api.header_timeout.0,
+        Duration::from_secs(1),
+        Duration::from_secs(300),
+    )?;
+    range(
+        "api.body_timeout",
+        c.api.body_timeout.0,
+        Duration::from_secs(1),
+        Duration::from_secs(600),
+    )?;
+    range(
         "sensing.interval",
         c.sensing.interval.0,
         Duration::from_millis(100),

@@ -252,17 +252,19 @@ impl ControlError {
     }
 
     fn invalid(e: &MeshError) -> Option<Self> {
-        let message = match e.consensus() {
-            Some(ConsensusError::Invalid(m)) => m,
-            Some(ConsensusError::TooLarge { size, limit }) => {
-                format!("request of {size} bytes exceeds the {limit} byte limit")
-            }
+        use super::state::FailureKind;
+        let (kind, message) = match e.consensus() {
+            Some(ConsensusError::Invalid(m)) => (FailureKind::Invalid, m),
+            Some(ConsensusError::TooLarge { size, limit }) => (
+                FailureKind::Invalid,
+                format!("request of {size} bytes exceeds the {limit} byte limit"),
+            ),
+            // A membership change the cluster's shape refuses (the last
+            // voter) is a conflict with the current state, not an outage.
+            Some(ConsensusError::Membership(m)) => (FailureKind::Conflict, m),
             _ => return None,
         };
-        Some(ControlError::Refused(Failure {
-            kind: super::state::FailureKind::Invalid,
-            message,
-        }))
+        Some(ControlError::Refused(Failure { kind, message }))
     }
 }
 

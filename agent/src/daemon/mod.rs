@@ -236,9 +236,6 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         .map_err(startup("starting the sampler"))?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let wait_stop = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let qos = qos::start(&net::qos_config(&cfg), managed.clone());
     let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
@@ -270,11 +267,12 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         control: control.clone(),
         runtime: runtime.clone(),
     };
-    let api_server = tokio::spawn(
-        axum::serve(listener, api::router(state))
-            .with_graceful_shutdown(wait_stop(stop_rx.clone()))
-            .into_future(),
-    );
+    let api_server = tokio::spawn(api::serve::serve(
+        listener,
+        api::router(state, cfg.api.body_timeout.0),
+        cfg.api.header_timeout.0,
+        stop_rx.clone(),
+    ));
     let mut qos_metrics: Vec<Box<dyn prometheus_client::collector::Collector>> = qos
         .iter()
         .map(|q| {
@@ -289,11 +287,12 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
         .as_ref()
         .map(|q| qos::reconcile_loop(Arc::clone(q), cfg.qos.reconcile_interval.0, stop_rx.clone()));
     let metrics_server = metrics_listener.map(|l| {
-        tokio::spawn(
-            axum::serve(l, metrics::router_with(Arc::clone(&latest), qos_metrics))
-                .with_graceful_shutdown(wait_stop(stop_rx.clone()))
-                .into_future(),
-        )
+        tokio::spawn(api::serve::serve(
+            l,
+            metrics::router_with(Arc::clone(&latest), qos_metrics),
+            cfg.api.header_timeout.0,
+            stop_rx.clone(),
+        ))
     });
     let watchdog = tokio::spawn(notify::watchdog(Arc::clone(&latest), interval));
     info!(

@@ -3,6 +3,8 @@
 //! fails, processes started inside a workload cgroup, and condition waits.
 #![allow(dead_code)]
 
+pub mod raw_http;
+
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 pub mod bounds;
 pub mod envelope;
 pub mod error;
+pub mod plain;
 pub mod validate;
 
 use crate::field::FieldError;
@@ -345,7 +346,7 @@ impl Ctx<'_> {
 }
 
 fn strip_location(e: &serde_yaml_ng::Error) -> String {
-    let s = e.to_string();
+    let s = plain::plain_types(&e.to_string());
     match e.location() {
         Some(l) => {
             let suffix = format!(" at line {} column {}", l.line(), l.column());
