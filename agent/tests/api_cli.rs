@@ -400,24 +400,72 @@ fn systemd_notify_watchdog_and_clean_shutdown() {
     assert!(d.dir.path().join("data").is_dir(), "data dir created");
 }
 
+/// One agent per territory (issue 23): a second darosd on the same socket,
+/// the same managed root or the same pin directory (each alone) exits before
+/// touching anything, naming the first by pid; the first goes on serving.
 #[test]
-fn second_daemon_on_the_same_socket_is_refused() {
+fn a_second_daemon_on_any_part_of_the_territory_is_refused() {
     let t = TestRoot::new("dup");
-    let d = Daemon::start(t.name(), &[], &[]);
+    let d = Daemon::start(t.name(), &[], &[("DAROS_NET_ENABLED", "true")]);
     let (pins_key, pins_dir) = d.pins.env();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_darosd"))
-        .env(pins_key, pins_dir)
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("--data-dir")
-        .arg(d.dir.path().join("data"))
-        .arg("--managed-root")
-        .arg(t.name())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(msg.contains("in use by another running darosd"), "{msg}");
+    let other = tempfile::tempdir().unwrap();
+    let second = |socket: &std::path::Path, data: &std::path::Path, root: &str, pins: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_darosd"))
+            .env(pins_key, pins)
+            .env("DAROS_NET_ENABLED", "true")
+            .arg("--socket")
+            .arg(socket)
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--managed-root")
+            .arg(root)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let holder = format!("is held by another darosd (pid {},", d.child.id());
+    let own_socket = other.path().join("s.sock");
+    let own_data = other.path().join("data");
+    let own_pins = format!("{pins_dir}-second");
+    for (socket, data, root, pins, key) in [
+        (
+            d.socket.as_path(),
+            d.dir.path().join("data"),
+            t.name(),
+            pins_dir.as_str(),
+            "cgroup.managed_root",
+        ),
+        (
+            own_socket.as_path(),
+            own_data.clone(),
+            t.name(),
+            own_pins.as_str(),
+            "cgroup.managed_root",
+        ),
+        (
+            own_socket.as_path(),
+            own_data.clone(),
+            "daros-test-dup-other",
+            pins_dir.as_str(),
+            "net.pin_dir",
+        ),
+        (
+            d.socket.as_path(),
+            own_data.clone(),
+            "daros-test-dup-other",
+            own_pins.as_str(),
+            "api.socket",
+        ),
+    ] {
+        let msg = second(socket, &data, root, pins);
+        assert!(msg.contains(&format!("{key} ")), "{key}: {msg}");
+        assert!(msg.contains(&holder), "{key}: {msg}");
+    }
+    // Nothing of the refused agents' own parts was created.
+    assert!(!own_data.exists() && !own_socket.exists());
+    assert!(!std::path::Path::new(&own_pins).exists());
+    assert!(!std::path::Path::new("/sys/fs/cgroup/unified/daros-test-dup-other").exists());
     // The first one still serves.
     assert!(darosctl(&d.socket, &["node"]).status.success());
 }

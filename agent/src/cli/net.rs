@@ -32,12 +32,18 @@ pub enum NetCommand {
     Cleanup(CleanupArgs),
 }
 
-/// Arguments of `darosctl net cleanup`.
+/// Arguments of `darosctl net cleanup`. No default directory: removing a
+/// production agent's pins by leaving out a flag would lift every cap on the
+/// node, so the directory is named, or read from the agent's configuration.
 #[derive(Debug, clap::Args)]
+#[group(id = "which", required = true, args = ["pin_dir", "config"])]
 pub struct CleanupArgs {
     /// The pin directory (`[net] pin_dir`).
-    #[arg(long, value_name = "DIR", default_value = daros_ebpf::bpffs::DEFAULT_PIN_DIR)]
-    pub pin_dir: PathBuf,
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    pub pin_dir: Option<PathBuf>,
+    /// The agent's configuration, whose `[net] pin_dir` (with `DAROS_NET_PIN_DIR`) is used.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Remove even while a darosd holds the datapath (it loses counting and caps).
     #[arg(long)]
     pub force: bool,
@@ -81,21 +87,36 @@ pub async fn run(
     Ok(())
 }
 
-/// Removes the pins under `c.pin_dir`.
+/// The directory `c` names, or its configuration's.
+fn pin_dir(c: &CleanupArgs) -> Result<PathBuf, CliError> {
+    match (&c.pin_dir, &c.config) {
+        (Some(d), _) => Ok(d.clone()),
+        (None, Some(f)) => crate::config::load(&crate::config::Overrides::from_process(
+            Some(f.clone()),
+            Vec::new(),
+        ))
+        .map(|cfg| cfg.net.pin_dir)
+        .map_err(|e| CliError::Other(format!("{}: {e}", f.display()))),
+        (None, None) => Err(CliError::Other(
+            "name the pin directory: --pin-dir DIR, or --config FILE for the agent's [net] pin_dir"
+                .into(),
+        )),
+    }
+}
+
+/// Removes the pins under the directory `c` names.
 pub fn cleanup(c: &CleanupArgs) -> Result<CleanupReport, CliError> {
-    let pins = daros_ebpf::PinDir::new(&c.pin_dir);
+    let dir = pin_dir(c)?;
+    let pins = daros_ebpf::PinDir::new(&dir);
     match daros_ebpf::cleanup(&pins, c.force) {
         Ok(removed) => Ok(CleanupReport {
-            pin_dir: c.pin_dir.display().to_string(),
+            pin_dir: dir.display().to_string(),
             removed,
         }),
         Err(e @ daros_ebpf::Error::Busy(_)) => Err(CliError::Other(format!(
             "{e}: darosd runs the datapath; stop it (systemctl stop darosd) or pass --force"
         ))),
-        Err(e) => Err(CliError::Other(format!(
-            "cleaning {}: {e}",
-            c.pin_dir.display()
-        ))),
+        Err(e) => Err(CliError::Other(format!("cleaning {}: {e}", dir.display()))),
     }
 }
 
@@ -210,11 +231,34 @@ mod tests {
     fn cleanup_of_a_missing_directory_removes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let r = cleanup(&CleanupArgs {
-            pin_dir: dir.path().join("none"),
+            pin_dir: Some(dir.path().join("none")),
+            config: None,
             force: false,
         })
         .unwrap();
         assert_eq!(r.removed, 0);
+        // From the agent's configuration.
+        let cfg = dir.path().join("agent.toml");
+        let pins = dir.path().join("configured");
+        std::fs::write(
+            &cfg,
+            format!("[net]\npin_dir = {:?}\n", pins.display().to_string()),
+        )
+        .unwrap();
+        let r = cleanup(&CleanupArgs {
+            pin_dir: None,
+            config: Some(cfg),
+            force: false,
+        })
+        .unwrap();
+        assert_eq!(r.pin_dir, pins.display().to_string());
+    }
+
+    #[test]
+    fn cleanup_names_no_default_directory() {
+        use clap::Parser;
+        let e = crate::cli::Cli::try_parse_from(["darosctl", "net", "cleanup"]).unwrap_err();
+        assert!(e.to_string().contains("--pin-dir"), "{e}");
     }
 
     #[test]

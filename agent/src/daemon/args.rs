@@ -28,6 +28,9 @@ pub struct DaemonArgs {
     /// Managed cgroup root relative to each hierarchy (cgroup.managed_root).
     #[arg(long, value_name = "NAME")]
     pub managed_root: Option<String>,
+    /// eBPF pin directory on bpffs (net.pin_dir).
+    #[arg(long, value_name = "DIR")]
+    pub pin_dir: Option<String>,
     /// Sampling interval such as 1s or 500ms (sensing.interval).
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
@@ -57,10 +60,11 @@ pub struct DaemonArgs {
 impl DaemonArgs {
     /// The flags that set configuration keys.
     pub fn flags(&self) -> Vec<FlagValue> {
-        let pairs: [(&'static str, &'static str, &Option<String>); 10] = [
+        let pairs: [(&'static str, &'static str, &Option<String>); 11] = [
             ("api.socket", "--socket", &self.socket),
             ("agent.data_dir", "--data-dir", &self.data_dir),
             ("cgroup.managed_root", "--managed-root", &self.managed_root),
+            ("net.pin_dir", "--pin-dir", &self.pin_dir),
             ("sensing.interval", "--interval", &self.interval),
             (
                 "discovery.interval",

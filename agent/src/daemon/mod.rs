@@ -8,6 +8,7 @@ pub mod net;
 pub mod notify;
 pub mod qos;
 pub mod runtime;
+pub mod territory;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -110,6 +111,51 @@ fn ensure_data_dir(dir: &Path) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// Claims this agent's managed root, pin directory, socket and data dir
+/// (see [`territory`]).
+fn claim_territory(cfg: &Config) -> Result<territory::Territory, DaemonError> {
+    let abs = |p: &Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let mut parts = vec![
+        territory::Part {
+            key: "cgroup.managed_root",
+            value: cfg.cgroup.managed_root.trim_matches('/').to_string(),
+        },
+        territory::Part {
+            key: "api.socket",
+            value: abs(&cfg.api.socket),
+        },
+        territory::Part {
+            key: "agent.data_dir",
+            value: abs(&cfg.agent.data_dir),
+        },
+    ];
+    // An agent without the datapath never touches the pins.
+    if cfg.net.enabled {
+        parts.push(territory::Part {
+            key: "net.pin_dir",
+            value: abs(&cfg.net.pin_dir),
+        });
+    }
+    let me = format!(
+        "pid {}, socket {}, data dir {}, managed root {}{}",
+        std::process::id(),
+        parts[1].value,
+        parts[2].value,
+        parts[0].value,
+        parts
+            .get(3)
+            .map(|p| format!(", pin dir {}", p.value))
+            .unwrap_or_default()
+    );
+    territory::claim(Path::new(territory::LOCK_DIR), &parts, &me)
+        .map_err(|e| DaemonError::Startup(e.to_string()))
+}
+
 /// Runs the daemon until it is asked to stop.
 pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     let cfg = config::load(&Overrides::from_process(args.config.clone(), args.flags()))?;
@@ -120,6 +166,9 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     }
     init_logging(&cfg)?;
     raise_nofile();
+    // Before anything of the territory is touched (data dir, socket,
+    // managed root, pins).
+    let _territory = claim_territory(&cfg)?;
     ensure_data_dir(&cfg.agent.data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

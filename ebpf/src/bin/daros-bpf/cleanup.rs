@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use daros_ebpf::{PinDir, bpffs::DEFAULT_PIN_DIR};
+use daros_ebpf::PinDir;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Pin directory to remove.
-    #[arg(long, default_value = DEFAULT_PIN_DIR)]
+    /// Pin directory to remove (no default: the production directory,
+    /// `/sys/fs/bpf/daros`, is named when meant).
+    #[arg(long)]
     pin_dir: PathBuf,
     /// Remove even while a running owner holds the lock.
     #[arg(long)]

@@ -4,7 +4,7 @@
 //!   loop and the event reader until SIGTERM/SIGINT. Programs and maps stay pinned when it
 //!   exits or dies: counting and caps go on, the next `run` picks them up.
 //! - `stats`: counters, caps and scheduler statistics, read from the pins.
-//! - `cleanup`: removes everything under the pin directory (`/sys/fs/bpf/daros`).
+//! - `cleanup --pin-dir DIR`: removes everything under the pin directory.
 //! - `loadgen send|recv`: a TCP traffic generator to check accounting and caps.
 
 mod cleanup;
