@@ -67,9 +67,15 @@ fn main() {
             journal.push(st);
         }
     };
-    let setup = "apiVersion: daros.io/v1\nkind: Node\nmetadata: {name: n1}\nspec:\n  \
-                 capacity: {cpu: \"64\", memory: 256Gi}\n  runtimes: [process]\n---\n\
-                 apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: bench}\nspec:\n  \
+    let node = "apiVersion: daros.io/v1\nkind: Node\nmetadata: {name: n1}\nspec:\n  \
+                capacity: {cpu: \"64\", memory: 256Gi}\n  runtimes: [process]\n";
+    // The node registers itself, as its agent does.
+    for d in parse(node) {
+        if let daros_coordinator::Document::Node(node) = d {
+            run(&mut s, &mut journal, 1, Command::RegisterNode { node });
+        }
+    }
+    let setup = "apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: bench}\nspec:\n  \
                  quota: {cpu: \"64\", memory: 256Gi, maxApplications: 100, maxConcurrentWorkloads: 1000}\n";
     run(
         &mut s,

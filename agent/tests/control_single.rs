@@ -421,3 +421,87 @@ fn removing_the_last_voter_is_a_conflict() {
     assert!(err.contains("(HTTP 409)"), "{err}");
     n.ok(&["get", "apps"]);
 }
+
+/// Node documents against what the node measured (issue 23): one named
+/// after this node cannot raise its capacity; a made-up node is listed as
+/// not yet seen and never given work; a node that is gone can be deleted, a
+/// live one cannot; all of it survives a restart.
+#[test]
+fn node_documents_cannot_inflate_capacity_and_ghosts_take_no_work() {
+    let t = TestRoot::new("ctl-nodes");
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Node::start(dir.path(), t.name());
+    let cpus = n.json(&["get", "nodes"])[0]["node"]["capacity"]["cpu"].clone();
+    let inflate = write_file(
+        dir.path(),
+        "inflate.yaml",
+        "apiVersion: daros.io/v1\nkind: Node\nmetadata: {name: ctl-single}\nspec:\n  \
+         capacity: {cpu: \"1000\", memory: 10Ti}\n  runtimes: [process]\n",
+    );
+    let out = n.ctl(&["apply", "-f", &inflate]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("spec.capacity.cpu: 1000 is more than node ctl-single reports"),
+        "{err}"
+    );
+    assert!(err.contains("(HTTP 400)"), "{err}");
+    assert_eq!(
+        n.json(&["get", "nodes"])[0]["node"]["capacity"]["cpu"],
+        cpus
+    );
+
+    let ghost = write_file(
+        dir.path(),
+        "ghost.yaml",
+        "apiVersion: daros.io/v1\nkind: Node\nmetadata: {name: ghost-node}\nspec:\n  \
+         capacity: {cpu: \"64\", memory: 256Gi}\n  runtimes: [process]\n---\n\
+         apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: acme}\nspec: {}\n---\n\
+         apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: big, tenant: acme}\nspec:\n  \
+         workloads:\n    - {name: w, runtime: {type: process}, \
+         resources: {cpu: {request: \"32\"}, memory: {request: 64Mi}}, runtimeSpec: {command: /bin/true}}\n",
+    );
+    // Applied, and the application fails arbitration rather than waiting
+    // on a node nothing will ever run on.
+    let out = n.ctl(&["apply", "-f", &ghost]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("node not yet seen (declared, no agent registered it): 1"),
+        "{said}"
+    );
+    let check = |n: &Node| {
+        let nodes = n.json(&["get", "nodes"]);
+        let g = nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["node"]["name"] == "ghost-node")
+            .expect("ghost listed");
+        assert_eq!(g["registered"], false, "{g}");
+        let table = n.ok(&["get", "nodes"]);
+        assert!(table.contains("NotYetSeen"), "{table}");
+        let d = n.json(&["describe", "app", "acme/big"]);
+        assert!(
+            d["instances"]
+                .as_array()
+                .is_none_or(|i| i.iter().all(|i| i["node"] != "ghost-node")),
+            "{d}"
+        );
+        let apps = n.ok(&["get", "apps"]);
+        assert!(apps.contains("node not yet seen"), "{apps}");
+    };
+    check(&n);
+    n.kill9();
+    n.spawn();
+    check(&n);
+    let out = n.ctl(&["delete", "node", "ctl-single"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("registered by a running agent"), "{err}");
+    assert!(err.contains("(HTTP 409)"), "{err}");
+    n.ok(&["delete", "node", "ghost-node"]);
+    n.kill9();
+    n.spawn();
+    let nodes = n.json(&["get", "nodes"]);
+    assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
+    assert_eq!(nodes[0]["node"]["name"], "ctl-single");
+}

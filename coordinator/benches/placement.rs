@@ -261,11 +261,15 @@ fn run(batches: usize, start_apps: bool) -> Run {
         Timestamp(0),
     )
     .unwrap();
-    let mut base = nodes(&mut rng);
-    base.extend(tenants());
+    // Each node registers itself, as its agent does.
+    for d in nodes(&mut rng) {
+        if let Document::Node(node) = d {
+            c.apply(Command::RegisterNode { node }, Timestamp(0)).unwrap();
+        }
+    }
     c.apply(
         Command::Apply {
-            documents: base,
+            documents: tenants(),
             start: true,
         },
         Timestamp(0),

@@ -89,6 +89,12 @@ pub enum Command {
         /// The node.
         node: ExecutionNode,
     },
+    /// Deletes a node that is gone: declared but never registered, or Down
+    /// with nothing placed on it (refused otherwise).
+    DeleteNode {
+        /// Node name.
+        name: String,
+    },
     /// Changes a node's condition.
     SetNodeCondition {
         /// Node name.

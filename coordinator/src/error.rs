@@ -46,6 +46,23 @@ pub enum CoordinatorError {
     /// No such node.
     #[error("no node {0:?}")]
     UnknownNode(String),
+    /// A node whose agent still reports it cannot be deleted.
+    #[error(
+        "node {0:?} is registered by a running agent and not Down: stop its agent first (to keep it and take no new work: cordon it)"
+    )]
+    NodeAlive(String),
+    /// A node with instances placed on it cannot be deleted.
+    #[error(
+        "node {node:?} still holds {instances} instance(s) ({first}…): they move once lost (disconnect.lostAfter) or when their applications are stopped; delete the node then"
+    )]
+    NodeInUse {
+        /// The node.
+        node: String,
+        /// How many instances.
+        instances: usize,
+        /// One of them (`tenant/app/workload/replica`).
+        first: String,
+    },
     /// No such pool.
     #[error("no resource pool {0:?}")]
     UnknownPool(String),

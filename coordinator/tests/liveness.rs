@@ -125,7 +125,15 @@ fn registration_and_return_keep_the_operators_cordon_and_cost() {
         "apiVersion: daros.io/v1\nkind: Node\nmetadata: {{name: {node}}}\nspec:\n  \
          capacity: {{cpu: \"4\", memory: 8Gi}}\n  runtimes: [container, process]\n  costPerHour: \"2.5\"\n"
     );
-    apply(&mut c, &yaml, 3);
+    // The operator's document (not a registration).
+    c.apply(
+        Command::Apply {
+            documents: docs(&yaml),
+            start: true,
+        },
+        t(3),
+    )
+    .unwrap();
     condition(&mut c, &node, NodeCondition::Cordoned, 4);
     let n = c.cluster().index_of(&node).unwrap();
     let mut own = c.cluster().node(n).unwrap().spec.clone();

@@ -22,17 +22,24 @@ fn replayed_json_commands_give_the_same_state_and_outcomes() {
         outcomes.push(serde_json::to_string(&out).unwrap());
         out
     };
+    let cluster = docs(&format!(
+        "{CLUSTER}---\n{}",
+        node_yaml("local", "8", "16Gi", "", "rack: r9")
+    ));
     run(
         &mut leader,
         Command::Apply {
-            documents: docs(&format!(
-                "{CLUSTER}---\n{}",
-                node_yaml("local", "8", "16Gi", "", "rack: r9")
-            )),
+            documents: cluster.clone(),
             start: true,
         },
         0,
     );
+    // The declared nodes' agents register them.
+    for d in cluster {
+        if let Document::Node(node) = d {
+            run(&mut leader, Command::RegisterNode { node }, 0);
+        }
+    }
     let out = run(
         &mut leader,
         Command::Apply {

@@ -106,7 +106,7 @@ const EXPECT_VERSION: Param = Param {
 
 const APP_CHANGE_PARAMS: &[Param] = &[APP_PARAMS[0], APP_PARAMS[1], EXPECT_VERSION];
 
-fn any(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(super) fn any(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
     g.subschema_for::<Value>()
 }
 
@@ -184,15 +184,6 @@ pub fn routes() -> Vec<ApiRoute> {
             response: any,
             errors: &[400, 404, 409, 503],
             handler: post(rollback),
-        },
-        ApiRoute {
-            method: Method::GET,
-            path: "/v1/nodes",
-            summary: "Nodes registered with the coordinator (capacity, runtimes, labels, schedulable)",
-            params: &[],
-            response: any,
-            errors: &[503],
-            handler: get(nodes),
         },
         ApiRoute {
             method: Method::POST,
@@ -298,10 +289,6 @@ async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
             })
             .await?,
     ))
-}
-
-async fn nodes(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(plane(&s)?.query(ControlQuery::Nodes).await?))
 }
 
 async fn describe(

@@ -12,6 +12,7 @@ pub mod logs;
 pub mod members;
 pub mod net;
 pub mod node;
+pub mod nodes;
 pub mod openapi;
 pub mod parse_errors;
 pub mod qos;
@@ -93,6 +94,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(qos::routes());
     r.extend(net::routes());
     r.extend(apps::routes());
+    r.extend(nodes::routes());
     r.extend(members::routes());
     r.extend(cluster::routes());
     r.push(openapi::route());

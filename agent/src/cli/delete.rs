@@ -1,4 +1,4 @@
-//! `darosctl delete app NAME`.
+//! `darosctl delete app NAME` and `darosctl delete node NAME`.
 
 use std::io::Write;
 
@@ -34,6 +34,13 @@ pub enum DeleteWhat {
         #[arg(long, value_name = "N")]
         expect_version: Option<u32>,
     },
+    /// A node that is gone: declared and never registered, or Down with
+    /// nothing placed on it (an alive node is refused: stop its agent first).
+    #[command(alias = "nodes")]
+    Node {
+        /// Node name.
+        name: String,
+    },
 }
 
 /// Runs `darosctl delete`.
@@ -43,14 +50,24 @@ pub async fn run(
     a: DeleteArgs,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let DeleteWhat::App {
-        name,
-        tenant,
-        expect_version,
-    } = a.what;
-    let key = resolve(client, &name, tenant.as_deref()).await?;
-    let path = format!("{}{}", app_path(&key), expect_query(expect_version));
-    let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
-    print(out, fmt, &r, || render_write(&format!("deleted {key}"), &r))?;
+    match a.what {
+        DeleteWhat::App {
+            name,
+            tenant,
+            expect_version,
+        } => {
+            let key = resolve(client, &name, tenant.as_deref()).await?;
+            let path = format!("{}{}", app_path(&key), expect_query(expect_version));
+            let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
+            print(out, fmt, &r, || render_write(&format!("deleted {key}"), &r))?;
+        }
+        DeleteWhat::Node { name } => {
+            let path = format!("/v1/nodes/{}", crate::client::encode_id(&name));
+            let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
+            print(out, fmt, &r, || {
+                render_write(&format!("deleted node {name}"), &r)
+            })?;
+        }
+    }
     Ok(())
 }

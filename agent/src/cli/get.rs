@@ -104,6 +104,7 @@ pub async fn run(
                 for v in &list {
                     let n = &v.node;
                     let status = match v.down_since {
+                        _ if !v.registered => "NotYetSeen".into(),
                         Some(t) => format!("Down since {}", super::output::local_time(t)),
                         None => "Ready".into(),
                     };
@@ -118,7 +119,9 @@ pub async fn run(
                             .map(|r| format!("{r:?}").to_lowercase())
                             .collect::<Vec<_>>()
                             .join(","),
-                        if !n.schedulable {
+                        if !v.registered {
+                            "no (no agent registered it)".into()
+                        } else if !n.schedulable {
                             "no (cordoned)".into()
                         } else if v.down_since.is_some() {
                             "no (down)".into()

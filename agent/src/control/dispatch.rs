@@ -247,8 +247,10 @@ async fn liveness(plane: &ControlPlane, lead: &mut Leading, down_after: Duration
         .read_with(|s| {
             s.coordinator()
                 .cluster()
-                .nodes()
-                .iter()
+                .live_nodes()
+                // A node only declared has no agent to hear from: it stays
+                // not yet seen rather than Down.
+                .filter(|n| n.registered)
                 .map(|n| (n.spec.name.clone(), n.down.is_some()))
                 .collect()
         })

@@ -144,11 +144,23 @@ pub enum ControlQuery {
 /// Registered node as listed by the state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
-    /// The node as registered (`schedulable` is the operator's cordon).
+    /// The node as placement sees it: what its agent measured with an
+    /// operator's `Node` document on top (`schedulable` is the cordon).
     pub node: daros_coordinator::ExecutionNode,
     /// Since when the leader has it Down (silent); absent while Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_since: Option<Timestamp>,
+    /// Its agent registered it; false for a node only a document declared
+    /// (listed as not yet seen, takes no work).
+    #[serde(default = "yes")]
+    pub registered: bool,
+    /// The capacity its agent measured, when it registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<daros_coordinator::model::node::NodeCapacity>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The replicated coordinator.
@@ -331,11 +343,12 @@ impl CoordinatorState {
             }
             ControlQuery::Nodes => json(serde_json::to_value(
                 c.cluster()
-                    .nodes()
-                    .iter()
+                    .live_nodes()
                     .map(|n| NodeView {
                         node: n.spec.clone(),
                         down_since: n.down,
+                        registered: n.registered,
+                        measured: c.measured_node(&n.spec.name).map(|m| m.capacity),
                     })
                     .collect::<Vec<_>>(),
             )),

@@ -85,14 +85,27 @@ pub struct NodeState {
     pub cost: u64,
     /// Since when the node is Down (silent), if it is.
     pub down: Option<crate::model::time::Timestamp>,
+    /// Its agent has registered it (a node only declared by a document
+    /// takes no work: nothing would run there).
+    #[serde(default = "registered_default")]
+    pub registered: bool,
+    /// Deleted: kept only so that past decisions still name it.
+    #[serde(default)]
+    pub removed: bool,
     runtime_mask: u8,
     slots: Vec<u32>,
 }
 
+/// Nodes in states written before registration was tracked were registered.
+fn registered_default() -> bool {
+    true
+}
+
 impl NodeState {
-    /// True when new instances may be placed here: not cordoned, not Down.
+    /// True when new instances may be placed here: registered by its agent,
+    /// not cordoned, not Down, not deleted.
     pub fn takes_work(&self) -> bool {
-        self.spec.schedulable && self.down.is_none()
+        self.spec.schedulable && self.down.is_none() && self.registered && !self.removed
     }
 
     /// Free cpu at ratio 1 (zero when overcommitted).
@@ -142,6 +155,9 @@ impl NodeState {
 
     /// Whether `d` fits if the node's usage were `u`.
     pub fn fit_with(&self, u: Usage, d: &Demand, ratio: Ratio) -> Result<(), RejectReason> {
+        if !self.registered {
+            return Err(RejectReason::NotRegistered);
+        }
         if !self.takes_work() {
             return Err(RejectReason::Unschedulable);
         }
@@ -280,9 +296,15 @@ impl Cluster {
         Self::default()
     }
 
-    /// Every node, by index.
+    /// Every node by index, deleted ones included (past decisions name
+    /// nodes by index).
     pub fn nodes(&self) -> &[NodeState] {
         &self.nodes
+    }
+
+    /// The nodes not deleted.
+    pub fn live_nodes(&self) -> impl Iterator<Item = &NodeState> {
+        self.nodes.iter().filter(|n| !n.removed)
     }
 
     /// Node `i`.
@@ -335,6 +357,15 @@ impl Cluster {
 
     /// Adds or updates a node; allocations on it are kept.
     pub fn upsert_node(&mut self, spec: ExecutionNode) -> NodeIdx {
+        let registered = self
+            .index_of(&spec.name)
+            .and_then(|i| self.node(i))
+            .is_none_or(|n| n.registered);
+        self.upsert_node_as(spec, registered)
+    }
+
+    /// Adds or replaces a node, saying whether its agent registered it.
+    pub fn upsert_node_as(&mut self, spec: ExecutionNode, registered: bool) -> NodeIdx {
         let idx = match self.by_name.get(&spec.name) {
             Some(&i) => {
                 self.unindex(i);
@@ -355,6 +386,8 @@ impl Cluster {
                     domains: Vec::new(),
                     cost: u64::MAX,
                     down: None,
+                    registered,
+                    removed: false,
                     runtime_mask: 0,
                     slots: Vec::new(),
                 });
@@ -381,9 +414,23 @@ impl Cluster {
         n.runtime_mask = spec.runtimes.iter().fold(0, |m, r| m | (1 << r.index()));
         n.domains = domains;
         n.spec = spec;
+        n.registered = registered;
         self.index(idx);
         self.recompute_totals();
         idx
+    }
+
+    /// Deletes the node named `name`: it leaves every index and its name is
+    /// free again; its state stays behind, unlisted, so that past decisions
+    /// still name it. The caller makes sure nothing is placed there.
+    pub fn remove_node(&mut self, name: &str) -> bool {
+        let Some(i) = self.by_name.remove(name) else {
+            return false;
+        };
+        self.unindex(i);
+        self.nodes[i as usize].removed = true;
+        self.recompute_totals();
+        true
     }
 
     /// Marks a node Down (silent since `since`) or back (`None`).
@@ -499,7 +546,7 @@ impl Cluster {
             return;
         };
         let n = &mut self.nodes[i as usize];
-        if !p.spec.contains(&n.spec) {
+        if n.removed || !p.spec.contains(&n.spec) {
             return;
         }
         p.members.insert(i);

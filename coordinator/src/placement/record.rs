@@ -28,11 +28,13 @@ pub enum RejectReason {
     FailureDomainSpread,
     /// The node has no value for the spread rule's failure-domain key.
     MissingFailureDomain,
+    /// Declared by a `Node` document, never registered by its agent.
+    NotRegistered,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 10] = [
         RejectReason::Unschedulable,
         RejectReason::IncompatibleRuntime,
         RejectReason::InsufficientCpu,
@@ -42,6 +44,7 @@ impl RejectReason {
         RejectReason::NetworkReservation,
         RejectReason::FailureDomainSpread,
         RejectReason::MissingFailureDomain,
+        RejectReason::NotRegistered,
     ];
 
     fn index(self) -> usize {
@@ -60,6 +63,7 @@ impl RejectReason {
             RejectReason::NetworkReservation => "network reservations would exceed the link",
             RejectReason::FailureDomainSpread => "failure domain already used (spread rule)",
             RejectReason::MissingFailureDomain => "node lacks the spread rule's failure-domain key",
+            RejectReason::NotRegistered => "node not yet seen (declared, no agent registered it)",
         }
     }
 }
@@ -72,7 +76,7 @@ impl fmt::Display for RejectReason {
 
 /// Number of nodes rejected per reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RejectCounts([u32; 9]);
+pub struct RejectCounts([u32; 10]);
 
 impl RejectCounts {
     /// Counts one rejection.

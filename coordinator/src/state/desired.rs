@@ -70,7 +70,7 @@ impl Coordinator {
     /// is desired once a run was asked.
     pub fn desired_work(&self) -> BTreeMap<String, DesiredWork> {
         let mut out: BTreeMap<String, DesiredWork> = BTreeMap::new();
-        for n in self.cluster.nodes() {
+        for n in self.cluster.live_nodes() {
             out.entry(n.spec.name.clone()).or_default();
         }
         for e in self.apps.values() {

@@ -15,31 +15,11 @@ use crate::command::Outcome;
 use crate::lifecycle::{Input, Phase, SystemEvent, Trigger};
 use crate::model::failure::{Failure, InfrastructureFailure};
 use crate::model::names::AppKey;
-use crate::model::node::ExecutionNode;
 use crate::model::time::Timestamp;
 use crate::placement::{NodeIdx, Placed};
 use crate::reconcile::{InstanceKey, ObservedState};
 
 impl Coordinator {
-    /// A node's own registration: its capacity, runtimes, labels and failure
-    /// domains are the node's to say; its cordon and a cost an operator set
-    /// stay as they are (a restarted agent neither uncordons its node nor
-    /// blinds the cost-aware strategy).
-    pub(super) fn register_node(&mut self, mut node: ExecutionNode) {
-        if let Some(cur) = self
-            .cluster
-            .index_of(&node.name)
-            .and_then(|i| self.cluster.node(i))
-        {
-            node.schedulable = cur.spec.schedulable;
-            if node.cost_per_hour.is_none() {
-                node.cost_per_hour = cur.spec.cost_per_hour;
-            }
-        }
-        self.cluster.upsert_node(node);
-        self.capacity_epoch += 1;
-    }
-
     /// Applications with an instance placed on node `name`.
     fn apps_on(&self, name: &str) -> Vec<AppKey> {
         self.apps

@@ -10,6 +10,7 @@ pub mod entry;
 mod headline;
 pub mod history;
 mod liveness;
+mod nodes;
 mod query;
 pub mod rollout;
 mod runtime;
@@ -72,6 +73,12 @@ pub struct Coordinator {
     capacity_epoch: u64,
     /// Identities given to init-job run series so far.
     job_runs: u64,
+    /// Nodes as operators' `Node` documents declare them, by name.
+    #[serde(default)]
+    declared: BTreeMap<String, crate::model::node::ExecutionNode>,
+    /// Nodes as their agents registered them (what they measured), by name.
+    #[serde(default)]
+    measured: BTreeMap<String, crate::model::node::ExecutionNode>,
 }
 
 impl Coordinator {
@@ -111,6 +118,7 @@ impl Coordinator {
                 check(errors, "Node", &node.name)?;
                 self.register_node(node);
             }
+            Command::DeleteNode { name } => self.cmd_delete_node(&name)?,
             Command::SetNodeCondition { node, condition } => {
                 self.cmd_node_condition(&node, condition, now, &mut out)?
             }
@@ -228,7 +236,11 @@ impl Coordinator {
                 Document::Tenant(t) => check(validate::tenant(t), "Tenant", &t.name)?,
                 Document::Policy(p) => check(policy_errors(p), "Policy", &p.name)?,
                 Document::ResourcePool(p) => check(validate::pool(p), "ResourcePool", &p.name)?,
-                Document::Node(n) => check(validate::node(n), "Node", &n.name)?,
+                Document::Node(n) => {
+                    let mut errors = validate::node(n);
+                    errors.extend(self.node_doc_errors(n));
+                    check(errors, "Node", &n.name)?
+                }
             }
         }
         let rank = |d: &Document| match d {
@@ -243,10 +255,7 @@ impl Coordinator {
         let mut pending = Vec::new();
         for d in docs {
             match d {
-                Document::Node(n) => {
-                    self.cluster.upsert_node(n);
-                    self.capacity_epoch += 1;
-                }
+                Document::Node(n) => self.declare_node(n),
                 Document::ResourcePool(p) => {
                     self.cluster.set_pool(p);
                     self.capacity_epoch += 1;

@@ -13,15 +13,32 @@ pub fn docs(yaml: &str) -> Vec<Document> {
     daros_coordinator::spec::parse(yaml, Format::Yaml).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Applies `yaml`. Its `Node` documents stand for agents: each node
+/// registers itself (what a node's agent does; a document alone only
+/// declares a node, which takes no work until its agent registers).
 pub fn apply(c: &mut Coordinator, yaml: &str, now: u64) -> Outcome {
+    let (nodes, rest): (Vec<Document>, Vec<Document>) = docs(yaml)
+        .into_iter()
+        .partition(|d| matches!(d, Document::Node(_)));
+    register(c, nodes, now);
     c.apply(
         Command::Apply {
-            documents: docs(yaml),
+            documents: rest,
             start: true,
         },
         t(now),
     )
     .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Registers every `Node` document of `documents` as its agent would.
+pub fn register(c: &mut Coordinator, documents: Vec<Document>, now: u64) {
+    for d in documents {
+        if let Document::Node(node) = d {
+            c.apply(Command::RegisterNode { node }, t(now))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
 }
 
 pub fn node_yaml(name: &str, cpu: &str, mem: &str, labels: &str, domains: &str) -> String {

@@ -1,0 +1,57 @@
+//! The cluster's nodes through the replicated coordinator: list them (as
+//! their agents measured them and operators declared them) and delete one
+//! that is gone.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::Method;
+use axum::routing::get;
+use daros_coordinator::Command;
+use serde_json::Value;
+
+use super::apps::{WriteResult, any, plane, write};
+use super::error::ApiError;
+use super::{ApiRoute, AppState, Param};
+use crate::control::state::ControlQuery;
+
+/// Routes of this module.
+pub fn routes() -> Vec<ApiRoute> {
+    vec![
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/nodes",
+            summary: "Nodes of the cluster: what placement sees, what each agent measured, whether it registered (capacity, runtimes, labels, schedulable)",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(list),
+        },
+        ApiRoute {
+            method: Method::DELETE,
+            path: "/v1/nodes/{name}",
+            summary: "Delete a node that is gone: declared and never registered, or Down with nothing placed on it (409 otherwise)",
+            params: &[Param {
+                name: "name",
+                location: "path",
+                required: true,
+                description: "Node name",
+                values: &[],
+            }],
+            response: any,
+            errors: &[404, 409, 503],
+            handler: axum::routing::delete(remove),
+        },
+    ]
+}
+
+async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Nodes).await?))
+}
+
+async fn remove(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, Command::DeleteNode { name }).await
+}
