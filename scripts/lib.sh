@@ -8,7 +8,7 @@ RUST_VERSION=1.95
 # Debian packages. Building the workspace needs clang/llvm/libbpf (eBPF programs).
 BUILD_PACKAGES="build-essential pkg-config curl ca-certificates clang llvm libbpf-dev"
 # Everything the whole test suite uses.
-TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd"
+TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd man-db"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

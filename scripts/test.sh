@@ -29,9 +29,21 @@ vm_agent_tests() {
         --test sensing --test gpu_mapping --test api_cli --test config_cli
 }
 
+# The systemd deployment under a real systemd: the VM booted with systemd as
+# PID 1 installs this build with packaging/install.sh and runs it as a service.
+vm_systemd_tests() {
+    cd "$REPO" &&
+    cargo build -q -p daros-bpf-tests --bin daros-vmtest &&
+    cargo build -q -p daros-adapters --bin daros-shim &&
+    target/debug/daros-vmtest prepare &&
+    target/debug/daros-vmtest cargo-test --systemd --no-disk --timeout 600 -p daros-agent \
+        --test systemd_vm
+}
+
 apt_install $TEST_PACKAGES
 ensure_rust
 # One step per line; later issues add theirs here.
 run_steps \
     workspace_tests \
-    vm_agent_tests
+    vm_agent_tests \
+    vm_systemd_tests

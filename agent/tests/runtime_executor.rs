@@ -75,6 +75,7 @@ impl Env {
                 max_files: 2,
             },
             kubernetes: None,
+            launcher: Default::default(),
         };
         let cg = InstanceCgroups::new(Some(self.t.root.clone()), Some(Arc::clone(qos)));
         Executor::open(settings, cg, vec![]).await.unwrap()

@@ -83,6 +83,7 @@ impl Env {
                 max_files: 2,
             },
             kubernetes: Some(k.clone()),
+            launcher: Default::default(),
         };
         let adapter = kubernetes::adapter(api.client(), &k);
         let cg = InstanceCgroups::new(Some(self.managed.root.clone()), Some(Arc::clone(&self.qos)));

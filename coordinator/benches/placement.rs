@@ -264,7 +264,8 @@ fn run(batches: usize, start_apps: bool) -> Run {
     // Each node registers itself, as its agent does.
     for d in nodes(&mut rng) {
         if let Document::Node(node) = d {
-            c.apply(Command::RegisterNode { node }, Timestamp(0)).unwrap();
+            c.apply(Command::RegisterNode { node }, Timestamp(0))
+                .unwrap();
         }
     }
     c.apply(

@@ -22,6 +22,7 @@ pub mod spec;
 pub mod stop;
 pub mod store;
 mod supervisor;
+pub mod systemd;
 
 use crate::adapter::{DestroyOptions, LogQuery, LogStream, RuntimeAdapter, RuntimeCapabilities};
 use crate::error::AdapterError;
@@ -56,6 +57,8 @@ pub struct ProcessAdapterConfig {
     pub default_grace: Duration,
     /// Longest wait for a shim's start report.
     pub launch_timeout: Duration,
+    /// How shims are started (forked, or as transient systemd units).
+    pub launcher: systemd::Launcher,
 }
 
 impl ProcessAdapterConfig {
@@ -67,6 +70,7 @@ impl ProcessAdapterConfig {
             shim_path: default_shim_path(),
             default_grace: Duration::from_secs(10),
             launch_timeout: Duration::from_secs(10),
+            launcher: systemd::Launcher::Direct,
         }
     }
 }

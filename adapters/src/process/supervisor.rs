@@ -333,7 +333,14 @@ impl Supervisor {
             log_limits: plan.log_limits,
             run_dir: run_dir.clone(),
         };
-        match launch(&self.ctx.cfg.shim_path, &cfg, self.ctx.cfg.launch_timeout).await {
+        match launch(
+            &self.ctx.cfg.shim_path,
+            &cfg,
+            self.ctx.cfg.launch_timeout,
+            &self.ctx.cfg.launcher,
+        )
+        .await
+        {
             Ok(started) => {
                 self.attach(started, run_dir, false);
                 Ok(())

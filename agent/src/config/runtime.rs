@@ -39,6 +39,24 @@ pub struct RuntimeSection {
     pub kubernetes_node: Option<String>,
     /// The kubelet's `--cgroup-root`: where `kubepods` lives in each hierarchy.
     pub kubernetes_cgroup_root: String,
+    /// How workload shims start: `systemd` (transient units in `slice`,
+    /// outside the agent's own sandbox), `direct` (forked by darosd, inside
+    /// it), or `auto` (systemd when it runs the machine).
+    pub launcher: LauncherChoice,
+    /// The systemd slice of the shims' transient units.
+    pub slice: String,
+}
+
+/// `runtime.launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LauncherChoice {
+    /// systemd when it runs the machine, else direct.
+    Auto,
+    /// Forked by darosd.
+    Direct,
+    /// Transient systemd units (refused at start when systemd does not run the machine).
+    Systemd,
 }
 
 impl Default for RuntimeSection {
@@ -54,6 +72,8 @@ impl Default for RuntimeSection {
             kubeconfig: None,
             kubernetes_node: None,
             kubernetes_cgroup_root: "/".into(),
+            launcher: LauncherChoice::Auto,
+            slice: "daros.slice".into(),
         }
     }
 }
@@ -101,6 +121,20 @@ pub fn validate(r: &RuntimeSection) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             "runtime.stop_grace",
             format!("must be at most 10m, got \"{}\"", r.stop_grace),
+        ));
+    }
+    let slice_ok = r.slice.len() > ".slice".len()
+        && r.slice.ends_with(".slice")
+        && r.slice
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '_' | '.' | '-' | '\\'));
+    if !slice_ok {
+        return Err(ConfigError::invalid(
+            "runtime.slice",
+            format!(
+                "must be a systemd slice name such as \"daros.slice\", got {:?}",
+                r.slice
+            ),
         ));
     }
     if r.kubeconfig.is_some() && !r.kubernetes {

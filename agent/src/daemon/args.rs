@@ -55,6 +55,11 @@ pub struct DaemonArgs {
     /// Load and validate the configuration, print the effective one as TOML, exit.
     #[arg(long)]
     pub check_config: bool,
+    /// Create what only a privileged step may (the managed cgroup root: the
+    /// hierarchy root is writable only with CAP_DAC_OVERRIDE, which the
+    /// hardened unit does not keep), then exit (the unit's ExecStartPre=+).
+    #[arg(long)]
+    pub prepare: bool,
 }
 
 impl DaemonArgs {

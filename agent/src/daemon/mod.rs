@@ -111,6 +111,20 @@ fn ensure_data_dir(dir: &Path) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// `--prepare`: creates the managed root in every hierarchy (the running
+/// agent, without CAP_DAC_OVERRIDE, can write below it but not at the root).
+fn prepare(cfg: &Config) -> Result<(), DaemonError> {
+    let root = CgroupPath::new(&cfg.cgroup.managed_root)
+        .map_err(|e| ConfigError::invalid("cgroup.managed_root", e.to_string()))?;
+    let layout = CgroupLayout::detect().map_err(startup("detecting cgroups"))?;
+    let backend = AnyBackend::from_layout(&layout).map_err(startup("cgroup backend"))?;
+    backend
+        .create(&root)
+        .map_err(startup("creating the managed root"))?;
+    info!(managed_root = %root, mode = %layout.mode, "prepared");
+    Ok(())
+}
+
 /// Claims this agent's managed root, pin directory, socket and data dir
 /// (see [`territory`]).
 fn claim_territory(cfg: &Config) -> Result<territory::Territory, DaemonError> {
@@ -165,6 +179,9 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         return Ok(());
     }
     init_logging(&cfg)?;
+    if args.prepare {
+        return prepare(&cfg);
+    }
     raise_nofile();
     // Before anything of the territory is touched (data dir, socket,
     // managed root, pins).

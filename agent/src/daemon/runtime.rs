@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use daros_adapters::AnyAdapter;
 use daros_adapters::process::default_shim_path;
+use daros_adapters::process::systemd::{Launcher, SystemdLauncher};
 use tracing::{error, info, warn};
 
 use crate::cgroup::ManagedRoot;
 use crate::config::Config;
+use crate::config::runtime::LauncherChoice;
 use crate::qos::QosService;
 use crate::runtime::{
     Executor, InstanceCgroups, KubernetesSettings, LogDefaults, RuntimeSettings, kubernetes,
@@ -35,6 +37,25 @@ pub fn settings(cfg: &Config, node: &str) -> RuntimeSettings {
                 .unwrap_or_else(kubernetes::default_node_name),
             cgroup_root: r.kubernetes_cgroup_root.clone(),
         }),
+        launcher: launcher(r.launcher, &r.slice),
+    }
+}
+
+/// `runtime.launcher` resolved on this machine (`systemd` where systemd
+/// does not run it is said at start, and shims are then forked).
+fn launcher(choice: LauncherChoice, slice: &str) -> Launcher {
+    let sd = SystemdLauncher::new(slice);
+    match choice {
+        LauncherChoice::Direct => Launcher::Direct,
+        LauncherChoice::Auto if !sd.available() => Launcher::Direct,
+        LauncherChoice::Systemd if !sd.available() => {
+            error!(
+                socket = %sd.socket.display(),
+                "runtime.launcher = systemd, but systemd does not run this machine: shims are forked by darosd (inside its sandbox)"
+            );
+            Launcher::Direct
+        }
+        LauncherChoice::Auto | LauncherChoice::Systemd => Launcher::Systemd(sd),
     }
 }
 
@@ -76,11 +97,15 @@ pub async fn start(
     }
     let s = settings(cfg, &node);
     let shim = s.shim_path.clone();
+    let launcher = match &s.launcher {
+        Launcher::Direct => "forked by darosd".to_string(),
+        Launcher::Systemd(sd) => format!("transient systemd units in {}", sd.slice),
+    };
     let extra = kubernetes_adapter(cfg, &s).await;
     match Executor::open(s, InstanceCgroups::new(root, qos), extra).await {
         Ok(e) => {
             let items = crate::control::work::WorkExecutor::current(e.as_ref()).await;
-            info!(node = %node, shim = %shim.display(), readopted = items.len(), "runtime executor ready");
+            info!(node = %node, shim = %shim.display(), %launcher, readopted = items.len(), "runtime executor ready");
             Some(e)
         }
         Err(e) => {

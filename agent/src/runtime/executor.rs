@@ -44,6 +44,8 @@ pub struct RuntimeSettings {
     pub logs: LogDefaults,
     /// The Kubernetes runtime, when this node has one.
     pub kubernetes: Option<KubernetesSettings>,
+    /// How shims start (forked, or as transient systemd units).
+    pub launcher: daros_adapters::process::systemd::Launcher,
 }
 
 /// Name of the executor's store in the state directory.
@@ -145,6 +147,7 @@ impl Executor {
         let mut pcfg = ProcessAdapterConfig::new(settings.state_dir.join("process"));
         pcfg.shim_path = settings.shim_path.clone();
         pcfg.default_grace = settings.stop_grace;
+        pcfg.launcher = settings.launcher.clone();
         let (process, _adoption) = ProcessAdapter::open(pcfg)
             .await
             .map_err(|e| ExecError::Internal(format!("process adapter: {e}")))?;

@@ -76,6 +76,36 @@ hostname daros-vm
 (sleep "$WATCHDOG_S" && say "guest watchdog expired after ${WATCHDOG_S}s" && dmesg > /job/.vm/dmesg && off) &
 
 cat /proc/uptime > /job/.vm/boot-uptime
+if [ "$SYSTEMD" = 1 ]; then
+	# systemd as PID 1 over the same root: the job is a service of a target
+	# that pulls in nothing else; when it ends the guest powers off at once.
+	U=$R/etc/systemd/system
+	mkdir -p $U
+	cat > $U/daros-vmjob.target <<-EOF
+	[Unit]
+	Description=daros-vmtest job
+	Requires=daros-vmjob.service
+	After=daros-vmjob.service
+	AllowIsolate=yes
+	EOF
+	cat > $U/daros-vmjob.service <<-EOF
+	[Unit]
+	Description=daros-vmtest job
+	DefaultDependencies=no
+	After=systemd-journald.socket
+	[Service]
+	Type=oneshot
+	StandardInput=null
+	StandardOutput=journal
+	StandardError=journal
+	ExecStart=/bin/sh -c '/bin/sh /run/daros-job/.vm/job.sh; dmesg > /run/daros-job/.vm/dmesg; sync; echo 0 > /proc/sys/kernel/printk; systemctl poweroff --force --force'
+	EOF
+	# No getty or other console chatter from the host's units.
+	ln -sf /dev/null $U/getty@.service
+	ln -sf /dev/null $U/serial-getty@.service
+	ln -sf /dev/null $U/console-getty.service
+	exec switch_root $R /lib/systemd/systemd --unit=daros-vmjob.target --show-status=false --log-level=warning < /dev/console
+fi
 chroot $R /bin/sh /run/daros-job/.vm/job.sh < /dev/null
 dmesg > /job/.vm/dmesg
 umount $R/mnt/vmdisk 2>/dev/null

@@ -101,6 +101,9 @@ pub struct VmOptions {
     pub keep_job_dir: bool,
     /// Where job directories are created (default: the system temp dir).
     pub job_parent: Option<PathBuf>,
+    /// Boot systemd as PID 1; the job runs as its service `daros-vmjob`
+    /// (default false: the job runs chrooted, with no init).
+    pub systemd: bool,
 }
 
 impl Default for VmOptions {
@@ -112,6 +115,7 @@ impl Default for VmOptions {
             disk_mib: Some(256),
             keep_job_dir: false,
             job_parent: None,
+            systemd: false,
         }
     }
 }
@@ -267,8 +271,9 @@ impl Vm {
         // The guest powers itself off a little after the host would have killed it.
         let watchdog = self.options.timeout.as_secs() + 30;
         let conf = format!(
-            "WATCHDOG_S={watchdog}\nDISK={}\n",
-            u8::from(self.options.disk_mib.is_some())
+            "WATCHDOG_S={watchdog}\nDISK={}\nSYSTEMD={}\n",
+            u8::from(self.options.disk_mib.is_some()),
+            u8::from(self.options.systemd)
         );
         let conf_path = vm_dir.join("vm.conf");
         std::fs::write(&conf_path, conf).map_err(io(&conf_path))?;

@@ -51,6 +51,10 @@ pub struct VmArgs {
     /// Keep the job directory (outputs, statuses, dmesg, disk image) and print its path.
     #[arg(long)]
     pub keep: bool,
+    /// Boot systemd as PID 1 and run the job as a service under it (units,
+    /// transient units, `systemd-analyze` of running services work).
+    #[arg(long)]
+    pub systemd: bool,
     /// Set a variable in the guest program's environment (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_kv)]
     pub env: Vec<(OsString, OsString)>,
@@ -110,6 +114,7 @@ impl VmArgs {
             disk_mib: (!self.no_disk).then_some(self.disk_mib),
             keep_job_dir: self.keep,
             job_parent: None,
+            systemd: self.systemd,
         };
         Vm::prepare(&source, options).context("preparing the VM")
     }
