@@ -226,13 +226,14 @@ fn typed_env_value(raw: &str, default: Option<&Value>) -> Value {
     }
 }
 
-/// Serde's messages list expected fields with backticks; keep them but drop noise.
+/// Serde's messages list expected fields with backticks; keep them but drop
+/// noise, and say Rust type names in the user's terms.
 fn clean_serde_message(m: &str) -> String {
-    let m = m.trim();
+    let m = daros_coordinator::spec::plain::plain_types(m.trim());
     if let Some(rest) = m.strip_prefix("unknown field ") {
         return format!("unknown key {rest}");
     }
-    m.to_string()
+    m
 }
 
 #[cfg(test)]
@@ -408,6 +409,8 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("DAROS_DISCOVERY_MAX_WORKLOADS"), "{e}");
+        assert!(e.contains("expected a whole number, 0 or more"), "{e}");
+        assert!(!e.contains("usize"), "{e}");
         let o = Overrides {
             env: vec![("DAROS_SENSING_NOPE".into(), "1".into())],
             ..Overrides::default()
