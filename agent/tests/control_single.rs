@@ -432,6 +432,27 @@ fn node_documents_cannot_inflate_capacity_and_ghosts_take_no_work() {
     let dir = tempfile::tempdir().unwrap();
     let mut n = Node::start(dir.path(), t.name());
     let cpus = n.json(&["get", "nodes"])[0]["node"]["capacity"]["cpu"].clone();
+    // Registered as allocatable: the node's total less the system
+    // reservation its own admission keeps (qos.system_reserved_*: 250m, 512Mi).
+    let me: daros_coordinator::ExecutionNode =
+        serde_json::from_value(n.json(&["get", "nodes"])[0]["node"].clone()).unwrap();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let total: u64 = online
+        .trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap() + 1,
+            None => 1,
+        })
+        .sum();
+    assert_eq!(me.capacity.cpu.0, total * 1000 - 250, "{online}");
+    let mem_total: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert_eq!(me.capacity.memory.0, mem_total * 1024 - 512 * 1024 * 1024);
     let inflate = write_file(
         dir.path(),
         "inflate.yaml",

@@ -23,13 +23,27 @@ pub fn node_spec(
 ) -> NodeSpecFn {
     let labels = cfg.mesh.labels.clone();
     let domains = cfg.mesh.failure_domains.clone();
+    // Allocatable, as the kubelet reports it: the node's total less what is
+    // kept for the system. The node's own QoS admission keeps the same
+    // reservation, so work placed within this is never refused there.
+    let (reserved_cpu, reserved_memory) = (
+        cfg.qos.system_reserved_cpu.0,
+        cfg.qos.system_reserved_memory.0,
+    );
     Arc::new(move || {
         let snap = latest.get();
+        let total_cpu = u64::from(snap.node.cpu.cpus.max(1)) * 1000;
         ExecutionNode {
             name: name.clone(),
             capacity: NodeCapacity {
-                cpu: MilliCpu(u64::from(snap.node.cpu.cpus.max(1)) * 1000),
-                memory: Bytes(snap.node.memory.total_bytes.max(1)),
+                cpu: MilliCpu(total_cpu.saturating_sub(reserved_cpu).max(1)),
+                memory: Bytes(
+                    snap.node
+                        .memory
+                        .total_bytes
+                        .saturating_sub(reserved_memory)
+                        .max(1),
+                ),
                 gpu: GpuCount(u32::try_from(snap.node.gpu.devices.len()).unwrap_or(u32::MAX)),
                 network_egress: None,
                 network_ingress: None,
