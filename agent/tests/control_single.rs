@@ -526,3 +526,92 @@ fn node_documents_cannot_inflate_capacity_and_ghosts_take_no_work() {
     assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
     assert_eq!(nodes[0]["node"]["name"], "ctl-single");
 }
+
+/// The admin verbs (issue 19): tenants, policies and pools are listed and
+/// deleted (refused while in use, 409); a cordoned node takes no new work —
+/// nothing starts, checked in the managed root — stays cordoned across its
+/// agent's restart, and takes work again once uncordoned.
+#[test]
+fn admin_verbs_list_delete_and_cordon() {
+    let t = TestRoot::new("ctl-admin");
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Node::start(dir.path(), t.name());
+    let objects = write_file(
+        dir.path(),
+        "objects.yaml",
+        "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata: {name: fast}\nspec:\n  \
+         selector: {matchLabels: {disk: nvme}}\n---\n\
+         apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: acme}\nspec:\n  \
+         quota: {cpu: \"1\", memory: 1Gi}\n---\n\
+         apiVersion: daros.io/v1\nkind: Policy\nmetadata: {name: tight}\nspec:\n  \
+         scope: Tenant\n  tenant: acme\n  rules: {maxOvercommitRatio: 1.0}\n",
+    );
+    n.ok(&["apply", "-f", &objects]);
+    let tenants = n.json(&["get", "tenants"]);
+    assert_eq!(tenants[0]["tenant"]["name"], "acme", "{tenants}");
+    assert_eq!(tenants[0]["usage"]["apps"], 0, "{tenants}");
+    assert!(n.ok(&["get", "policies"]).contains("tight"));
+    let pools = n.json(&["get", "pools"]);
+    let names: Vec<&str> = pools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pool"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"fast") && names.contains(&"default"),
+        "{pools}"
+    );
+
+    // Cordoned: an application is admitted but nothing starts on the node.
+    n.ok(&["cordon", "ctl-single"]);
+    let table = n.ok(&["get", "nodes"]);
+    assert!(table.contains("no (cordoned)"), "{table}");
+    n.kill9();
+    n.spawn();
+    assert!(
+        n.ok(&["get", "nodes"]).contains("no (cordoned)"),
+        "kept across a restart"
+    );
+    let app = write_file(
+        dir.path(),
+        "app.yaml",
+        "apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: sleeper, tenant: acme}\nspec:\n  \
+         workloads:\n    - {name: w, runtime: {type: process}, \
+         resources: {cpu: {request: 100m}, memory: {request: 16Mi}}, \
+         runtimeSpec: {command: /bin/sleep, args: [\"300\"]}}\n",
+    );
+    let out = n.ctl(&["apply", "-f", &app]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("node not schedulable: 1"), "{said}");
+    assert!(
+        common::cgroups_left(&t).is_empty(),
+        "nothing started on a cordoned node: {:?}",
+        common::cgroups_left(&t)
+    );
+    n.ok(&["delete", "app", "acme/sleeper"]);
+
+    // Uncordoned: the same application runs (a process in its cgroup).
+    n.ok(&["uncordon", "ctl-single"]);
+    n.ok(&["apply", "-f", &app]);
+    n.wait_app("sleeper Running", "acme/sleeper", |d| {
+        common::phase(d) == "Running"
+    });
+    assert!(!common::cgroups_left(&t).is_empty());
+
+    // Deletes: in use is refused and names the user; free ones go.
+    let out = n.ctl(&["delete", "tenant", "acme"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("application acme/sleeper") && err.contains("(HTTP 409)"),
+        "{err}"
+    );
+    n.cleanup("sleeper");
+    n.ok(&["delete", "policy", "tight"]);
+    n.ok(&["delete", "pool", "fast"]);
+    n.ok(&["delete", "tenant", "acme"]);
+    assert_eq!(n.json(&["get", "tenants"]), serde_json::json!([]));
+    assert!(!n.ok(&["get", "policies"]).contains("tight"));
+    let out = n.ctl(&["delete", "pool", "fast"]);
+    assert_eq!(out.status.code(), Some(3), "not found: exit 3");
+}

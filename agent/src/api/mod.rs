@@ -2,6 +2,7 @@
 //! contributes [`ApiRoute`]s, from which both the router and the OpenAPI
 //! document are built, so the document cannot drift from the routes.
 
+pub mod admin;
 pub mod apps;
 pub mod caps;
 pub mod cluster;
@@ -95,6 +96,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(net::routes());
     r.extend(apps::routes());
     r.extend(nodes::routes());
+    r.extend(admin::routes());
     r.extend(members::routes());
     r.extend(cluster::routes());
     r.push(openapi::route());

@@ -1,12 +1,12 @@
 //! The cluster's nodes through the replicated coordinator: list them (as
-//! their agents measured them and operators declared them) and delete one
-//! that is gone.
+//! their agents measured them and operators declared them), cordon and
+//! uncordon them, and delete one that is gone.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::Method;
 use axum::routing::get;
-use daros_coordinator::Command;
+use daros_coordinator::{Command, NodeCondition};
 use serde_json::Value;
 
 use super::apps::{WriteResult, any, plane, write};
@@ -30,18 +30,61 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::DELETE,
             path: "/v1/nodes/{name}",
             summary: "Delete a node that is gone: declared and never registered, or Down with nothing placed on it (409 otherwise)",
-            params: &[Param {
-                name: "name",
-                location: "path",
-                required: true,
-                description: "Node name",
-                values: &[],
-            }],
+            params: NODE,
             response: any,
             errors: &[404, 409, 503],
             handler: axum::routing::delete(remove),
         },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/nodes/{name}/cordon",
+            summary: "Cordon a node: it takes no new work; what runs there stays (kept across its agent's restarts)",
+            params: NODE,
+            response: any,
+            errors: &[404, 503],
+            handler: axum::routing::post(cordon),
+        },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/nodes/{name}/uncordon",
+            summary: "Uncordon a node: it takes new work again",
+            params: NODE,
+            response: any,
+            errors: &[404, 503],
+            handler: axum::routing::post(uncordon),
+        },
     ]
+}
+
+const NODE: &[Param] = &[Param {
+    name: "name",
+    location: "path",
+    required: true,
+    description: "Node name",
+    values: &[],
+}];
+
+async fn condition(
+    s: &AppState,
+    node: String,
+    condition: NodeCondition,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(s)?;
+    write(&p, Command::SetNodeCondition { node, condition }).await
+}
+
+async fn cordon(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    condition(&s, name, NodeCondition::Cordoned).await
+}
+
+async fn uncordon(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    condition(&s, name, NodeCondition::Uncordoned).await
 }
 
 async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -1,4 +1,4 @@
-//! `darosctl delete app NAME` and `darosctl delete node NAME`.
+//! `darosctl delete app|node|tenant|policy|pool NAME`.
 
 use std::io::Write;
 
@@ -41,6 +41,24 @@ pub enum DeleteWhat {
         /// Node name.
         name: String,
     },
+    /// A tenant (refused while it has applications).
+    #[command(alias = "tenants")]
+    Tenant {
+        /// Tenant name.
+        name: String,
+    },
+    /// A policy.
+    #[command(alias = "policies")]
+    Policy {
+        /// Policy name.
+        name: String,
+    },
+    /// A resource pool (refused while an application or tenant uses it).
+    #[command(alias = "pools")]
+    Pool {
+        /// Pool name.
+        name: String,
+    },
 }
 
 /// Runs `darosctl delete`.
@@ -61,13 +79,29 @@ pub async fn run(
             let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
             print(out, fmt, &r, || render_write(&format!("deleted {key}"), &r))?;
         }
-        DeleteWhat::Node { name } => {
-            let path = format!("/v1/nodes/{}", crate::client::encode_id(&name));
-            let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
-            print(out, fmt, &r, || {
-                render_write(&format!("deleted node {name}"), &r)
-            })?;
+        DeleteWhat::Node { name } => remove(client, fmt, out, "nodes", "node", &name).await?,
+        DeleteWhat::Tenant { name } => remove(client, fmt, out, "tenants", "tenant", &name).await?,
+        DeleteWhat::Policy { name } => {
+            remove(client, fmt, out, "policies", "policy", &name).await?
         }
+        DeleteWhat::Pool { name } => remove(client, fmt, out, "pools", "pool", &name).await?,
     }
+    Ok(())
+}
+
+/// `DELETE /v1/<collection>/<name>`, said as "deleted <kind> <name>".
+async fn remove(
+    client: &Client,
+    fmt: OutputFormat,
+    out: &mut impl Write,
+    collection: &str,
+    kind: &str,
+    name: &str,
+) -> Result<(), CliError> {
+    let path = format!("/v1/{collection}/{}", crate::client::encode_id(name));
+    let r: WriteResult = client.send(Method::DELETE, &path, None).await?;
+    print(out, fmt, &r, || {
+        render_write(&format!("deleted {kind} {name}"), &r)
+    })?;
     Ok(())
 }

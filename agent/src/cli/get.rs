@@ -25,6 +25,15 @@ pub enum GetWhat {
     /// Nodes registered with the coordinator.
     #[command(alias = "node")]
     Nodes,
+    /// Tenants with what their applications hold.
+    #[command(alias = "tenant")]
+    Tenants,
+    /// Policies.
+    #[command(alias = "policy")]
+    Policies,
+    /// Resource pools with their nodes.
+    #[command(alias = "pool")]
+    Pools,
 }
 
 /// `GET /v1/apps`.
@@ -128,6 +137,60 @@ pub async fn run(
                         } else {
                             "yes".into()
                         },
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Tenants => {
+            let list: Vec<crate::control::state::TenantView> = client.get("/v1/tenants").await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(
+                    &["NAME", "APPS", "INSTANCES", "CPU", "MEMORY", "QUOTA"],
+                    &[false, true, true, true, true, false],
+                );
+                for v in &list {
+                    t.row(vec![
+                        v.tenant.name.clone(),
+                        v.usage.apps.to_string(),
+                        v.usage.workloads.to_string(),
+                        daros_coordinator::MilliCpu(v.usage.request.cpu).to_string(),
+                        super::output::bytes(v.usage.request.memory),
+                        serde_json::to_string(&v.tenant.quota).unwrap_or_default(),
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Policies => {
+            let list: Vec<daros_coordinator::model::policy::Policy> =
+                client.get("/v1/policies").await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(&["NAME", "SCOPE", "RULES"], &[false, false, false]);
+                for p in &list {
+                    t.row(vec![
+                        p.name.clone(),
+                        serde_json::to_string(&p.scope).unwrap_or_default(),
+                        serde_json::to_string(&p.rules).unwrap_or_default(),
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Pools => {
+            let list: Vec<crate::control::state::PoolView> = client.get("/v1/pools").await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(
+                    &["NAME", "NODES", "CPU", "MEMORY", "SELECTOR"],
+                    &[false, true, true, true, false],
+                );
+                for p in &list {
+                    t.row(vec![
+                        p.pool.name.clone(),
+                        p.nodes.len().to_string(),
+                        daros_coordinator::MilliCpu(p.capacity.cpu).to_string(),
+                        super::output::bytes(p.capacity.memory),
+                        serde_json::to_string(&p.pool.selector).unwrap_or_default(),
                     ]);
                 }
                 t.render()

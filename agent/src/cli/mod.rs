@@ -5,6 +5,7 @@ pub mod apply;
 pub mod caps;
 pub mod cluster;
 pub mod completions;
+pub mod cordon;
 pub mod delete;
 pub mod describe;
 pub mod explain;
@@ -77,8 +78,12 @@ pub enum Command {
     /// Predict what applying documents would do; changes nothing.
     #[command(name = "what-if")]
     WhatIf(whatif::WhatIfArgs),
-    /// Delete an object: `delete app NAME`.
+    /// Delete an object: `delete app|node|tenant|policy|pool NAME`.
     Delete(delete::DeleteArgs),
+    /// Cordon a node: it takes no new work; what runs there stays.
+    Cordon(cordon::CordonArgs),
+    /// Uncordon a node: it takes new work again.
+    Uncordon(cordon::CordonArgs),
     /// Return an application to an earlier version (as a new version).
     Rollback(rollback::RollbackArgs),
     /// Operate on an application: start, stop, restore, retry, abort (a rollout), scale.
@@ -141,6 +146,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Explain(a) => rt.block_on(explain::run(&client, cli.output, a, out)),
         Command::WhatIf(a) => rt.block_on(whatif::run(&client, cli.output, a, out)),
         Command::Delete(a) => rt.block_on(delete::run(&client, cli.output, a, out)),
+        Command::Cordon(a) => rt.block_on(cordon::run(&client, cli.output, a, true, out)),
+        Command::Uncordon(a) => rt.block_on(cordon::run(&client, cli.output, a, false, out)),
         Command::Rollback(a) => rt.block_on(rollback::run(&client, cli.output, a, out)),
         Command::Operate(a) => rt.block_on(rollback::operate(&client, cli.output, a, out)),
         Command::Logs(a) => rt.block_on(logs::run(&client, cli.output, a, out)),

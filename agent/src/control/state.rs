@@ -139,6 +139,32 @@ pub enum ControlQuery {
     },
     /// Registered nodes.
     Nodes,
+    /// Tenants with what their applications hold.
+    Tenants,
+    /// Policies.
+    Policies,
+    /// Resource pools with their member nodes and capacity.
+    Pools,
+}
+
+/// A tenant as listed: its spec and what its admitted applications hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantView {
+    /// The tenant.
+    pub tenant: daros_coordinator::model::tenant::Tenant,
+    /// Applications, instances and requests charged to its quota.
+    pub usage: daros_coordinator::admission::Charge,
+}
+
+/// A resource pool as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolView {
+    /// The pool.
+    pub pool: daros_coordinator::model::pool::ResourcePool,
+    /// Nodes it selects.
+    pub nodes: Vec<String>,
+    /// Capacity of those that take work.
+    pub capacity: daros_coordinator::placement::ResVec,
 }
 
 /// Registered node as listed by the state.
@@ -349,6 +375,31 @@ impl CoordinatorState {
                         down_since: n.down,
                         registered: n.registered,
                         measured: c.measured_node(&n.spec.name).map(|m| m.capacity),
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            ControlQuery::Tenants => json(serde_json::to_value(
+                c.tenants()
+                    .into_iter()
+                    .map(|(t, usage)| TenantView {
+                        tenant: t.clone(),
+                        usage,
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            ControlQuery::Policies => json(serde_json::to_value(c.policies().collect::<Vec<_>>())),
+            ControlQuery::Pools => json(serde_json::to_value(
+                c.cluster()
+                    .pools()
+                    .values()
+                    .map(|p| PoolView {
+                        pool: p.spec.clone(),
+                        nodes: p
+                            .members
+                            .iter()
+                            .map(|&i| c.cluster().name(i).to_string())
+                            .collect(),
+                        capacity: p.cap,
                     })
                     .collect::<Vec<_>>(),
             )),

@@ -1,0 +1,119 @@
+//! The platform's own objects through the replicated coordinator: list
+//! tenants (with what they hold), policies and resource pools (with their
+//! nodes), and delete them (refused while in use: 409).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::Method;
+use axum::routing::{delete, get};
+use daros_coordinator::Command;
+use serde_json::Value;
+
+use super::apps::{WriteResult, any, plane, write};
+use super::error::ApiError;
+use super::{ApiRoute, AppState, Param};
+use crate::control::state::ControlQuery;
+
+const NAME: &[Param] = &[Param {
+    name: "name",
+    location: "path",
+    required: true,
+    description: "Object name",
+    values: &[],
+}];
+
+/// Routes of this module.
+pub fn routes() -> Vec<ApiRoute> {
+    vec![
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/tenants",
+            summary: "Tenants with their quota and what their applications hold",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(tenants),
+        },
+        ApiRoute {
+            method: Method::DELETE,
+            path: "/v1/tenants/{name}",
+            summary: "Delete a tenant (409 while it has applications)",
+            params: NAME,
+            response: any,
+            errors: &[404, 409, 503],
+            handler: delete(delete_tenant),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/policies",
+            summary: "Policies (global, pool and tenant scope)",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(policies),
+        },
+        ApiRoute {
+            method: Method::DELETE,
+            path: "/v1/policies/{name}",
+            summary: "Delete a policy",
+            params: NAME,
+            response: any,
+            errors: &[404, 409, 503],
+            handler: delete(delete_policy),
+        },
+        ApiRoute {
+            method: Method::GET,
+            path: "/v1/pools",
+            summary: "Resource pools with their nodes and the capacity of those taking work",
+            params: &[],
+            response: any,
+            errors: &[503],
+            handler: get(pools),
+        },
+        ApiRoute {
+            method: Method::DELETE,
+            path: "/v1/pools/{name}",
+            summary: "Delete a resource pool (409 while in use)",
+            params: NAME,
+            response: any,
+            errors: &[404, 409, 503],
+            handler: delete(delete_pool),
+        },
+    ]
+}
+
+async fn tenants(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Tenants).await?))
+}
+
+async fn policies(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Policies).await?))
+}
+
+async fn pools(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Pools).await?))
+}
+
+async fn delete_tenant(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, Command::DeleteTenant { name }).await
+}
+
+async fn delete_policy(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, Command::DeletePolicy { name }).await
+}
+
+async fn delete_pool(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, Command::DeletePool { name }).await
+}
