@@ -9,7 +9,7 @@ use crate::model::application::Application;
 use crate::model::names::AppKey;
 use crate::model::ratio::Ratio;
 use crate::placement::cost::cost_share;
-use crate::placement::engine::SpreadNeed;
+use crate::placement::engine::{Constraints, SpreadNeed};
 use crate::placement::{
     Cluster, Demand, NodeIdx, Placed, PlacementRecord, ResVec, ScoreContext, SearchParams,
     place_one, strategy,
@@ -107,13 +107,16 @@ pub fn place_gang(
         let demand = Demand::of(req.app, w, r);
         let empty = BTreeMap::new();
         let used_w = used.get(w.name.as_str()).unwrap_or(&empty);
-        let spread = rule.map(|rule| SpreadNeed {
-            key: key_id,
-            required: rule
-                .count
-                .min(req.totals.get(&w.name).copied().unwrap_or(w.replicas.min)),
-            used: used_w,
-        });
+        let constraints = Constraints {
+            spread: rule.map(|rule| SpreadNeed {
+                key: key_id,
+                required: rule
+                    .count
+                    .min(req.totals.get(&w.name).copied().unwrap_or(w.replicas.min)),
+                used: used_w,
+            }),
+            node_selector: (!w.node_selector.is_empty()).then_some(&w.node_selector),
+        };
         let Some(pool) = cluster.pool(req.pool) else {
             out.reason = format!("pool {} does not exist", req.pool);
             undo(cluster, &mut out);
@@ -132,7 +135,7 @@ pub fn place_gang(
             strat,
             &ctx,
             &params,
-            spread.as_ref(),
+            &constraints,
             &w.name,
             r,
         );
@@ -143,7 +146,7 @@ pub fn place_gang(
                 pool,
                 &demand,
                 params.ratio,
-                spread.as_ref(),
+                &constraints,
                 victim_ok,
             )
         {

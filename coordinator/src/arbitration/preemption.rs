@@ -5,7 +5,7 @@
 //! fewest victims wins.
 
 use crate::model::ratio::Ratio;
-use crate::placement::engine::SpreadNeed;
+use crate::placement::engine::Constraints;
 use crate::placement::{Cluster, Demand, NodeIdx, Placed, PoolState};
 
 /// Where to make room and whom to stop.
@@ -25,14 +25,14 @@ pub fn find_victims(
     pool: &PoolState,
     d: &Demand,
     ratio: Ratio,
-    spread: Option<&SpreadNeed<'_>>,
+    constraints: &Constraints<'_>,
     eligible: &dyn Fn(&Placed) -> bool,
 ) -> Option<VictimChoice> {
     let class = cluster.class(pool, &d.runtime);
     let mut best: Option<((usize, u32, u64, NodeIdx), VictimChoice)> = None;
     for &(_, i) in class.by_free.iter() {
         let Some(n) = cluster.node(i) else { continue };
-        if spread.is_some_and(|s| s.check(n).is_err()) {
+        if constraints.check(n).is_err() {
             continue;
         }
         let mut cands: Vec<(&u64, &Placed)> =

@@ -7,6 +7,8 @@ use super::qos::QosClass;
 use super::resources::ResourceProfile;
 use super::runtime::{RuntimeRequirement, RuntimeSpec};
 use super::time::DurationMs;
+use std::collections::BTreeMap;
+
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
@@ -134,6 +136,10 @@ pub struct Workload {
     /// degraded (default true).
     #[serde(default = "default_true")]
     pub critical: bool,
+    /// Labels a node must carry to take this workload (`{disk: nvme}`; every
+    /// pair must match), as Kubernetes' `nodeSelector`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
     /// Opaque runtime description for the adapter.
     #[serde(default, skip_serializing_if = "RuntimeSpec::is_null")]
     pub runtime_spec: RuntimeSpec,
@@ -156,6 +162,7 @@ impl Workload {
             lifecycle: None,
             health_checks: Vec::new(),
             depends_on: Vec::new(),
+            node_selector: BTreeMap::new(),
             init_jobs: Vec::new(),
             critical: true,
             runtime_spec: RuntimeSpec::default(),

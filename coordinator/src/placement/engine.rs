@@ -34,6 +34,37 @@ impl SpreadNeed<'_> {
     }
 }
 
+/// What a replica asks of a node beside capacity: failure-domain spread
+/// and the workload's `nodeSelector`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Constraints<'a> {
+    /// The spread rule, when there is one.
+    pub spread: Option<SpreadNeed<'a>>,
+    /// Labels the node must carry (none: any node).
+    pub node_selector: Option<&'a BTreeMap<String, String>>,
+}
+
+impl Constraints<'_> {
+    /// Whether `node`'s labels satisfy the `nodeSelector`.
+    pub fn selects(&self, node: &NodeState) -> Result<(), RejectReason> {
+        match self.node_selector {
+            Some(sel) if !sel.iter().all(|(k, v)| node.spec.labels.get(k) == Some(v)) => {
+                Err(RejectReason::NodeSelector)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `node` satisfies them all.
+    pub fn check(&self, node: &NodeState) -> Result<(), RejectReason> {
+        self.selects(node)?;
+        match &self.spread {
+            Some(s) => s.check(node),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Search bounds.
 #[derive(Debug, Clone, Copy)]
 pub struct SearchParams {
@@ -45,15 +76,19 @@ pub struct SearchParams {
     pub patience: usize,
 }
 
-/// Checks every hard constraint of `d` on `node`.
+/// Checks every hard constraint of `d` on `node`: whether it takes work at
+/// all, the `nodeSelector`, capacity, then the spread rule.
 pub fn feasible(
     node: &NodeState,
     d: &Demand,
     ratio: Ratio,
-    spread: Option<&SpreadNeed<'_>>,
+    c: &Constraints<'_>,
 ) -> Result<(), RejectReason> {
+    if node.takes_work() {
+        c.selects(node)?;
+    }
     node.fit(d, ratio)?;
-    match spread {
+    match &c.spread {
         Some(s) => s.check(node),
         None => Ok(()),
     }
@@ -69,7 +104,7 @@ pub fn place_one(
     strategy: &dyn PlacementStrategy,
     ctx: &ScoreContext<'_>,
     params: &SearchParams,
-    spread: Option<&SpreadNeed<'_>>,
+    constraints: &Constraints<'_>,
     workload: &str,
     replica: u32,
 ) -> PlacementRecord {
@@ -85,7 +120,7 @@ pub fn place_one(
         strategy,
         ctx,
         params,
-        spread,
+        constraints,
         feasible: Vec::with_capacity(params.top_k),
         rejected: RejectCounts::default(),
         examined: 0,
@@ -135,7 +170,7 @@ pub fn place_one(
         preempted: None,
     };
     if s.feasible.is_empty() {
-        rec.rejected = classify(cluster, pool, demand, params.ratio, spread);
+        rec.rejected = classify(cluster, pool, demand, params.ratio, constraints);
         rec.examined = members;
         rec.not_examined = 0;
         return rec;
@@ -152,11 +187,11 @@ pub fn classify(
     pool: &PoolState,
     d: &Demand,
     ratio: Ratio,
-    spread: Option<&SpreadNeed<'_>>,
+    constraints: &Constraints<'_>,
 ) -> RejectCounts {
     let mut c = RejectCounts::default();
     for &i in &pool.members {
-        if let Some(Err(r)) = cluster.node(i).map(|n| feasible(n, d, ratio, spread)) {
+        if let Some(Err(r)) = cluster.node(i).map(|n| feasible(n, d, ratio, constraints)) {
             c.add(r, 1);
         }
     }
@@ -169,7 +204,7 @@ struct Search<'a> {
     strategy: &'a dyn PlacementStrategy,
     ctx: &'a ScoreContext<'a>,
     params: &'a SearchParams,
-    spread: Option<&'a SpreadNeed<'a>>,
+    constraints: &'a Constraints<'a>,
     feasible: Vec<Candidate>,
     rejected: RejectCounts,
     examined: u32,
@@ -183,7 +218,7 @@ impl Search<'_> {
             return true;
         };
         self.examined += 1;
-        match feasible(n, self.demand, self.params.ratio, self.spread) {
+        match feasible(n, self.demand, self.params.ratio, self.constraints) {
             Ok(()) => self.feasible.push(Candidate {
                 node: i,
                 score: self.strategy.score(self.ctx, i, n),

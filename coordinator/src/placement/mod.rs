@@ -15,7 +15,7 @@ pub mod spread;
 pub mod strategy;
 
 pub use cluster::{Cluster, NodeIdx, NodeState, Placed, PoolState, Usage};
-pub use engine::{SearchParams, SpreadNeed, place_one};
+pub use engine::{Constraints, SearchParams, SpreadNeed, place_one};
 pub use record::{Candidate, PlacementRecord, RejectCounts, RejectReason};
 pub use resources::{Demand, ResVec};
 pub use strategy::{PlacementStrategy, ScanOrder, ScoreContext, strategy};

@@ -30,11 +30,13 @@ pub enum RejectReason {
     MissingFailureDomain,
     /// Declared by a `Node` document, never registered by its agent.
     NotRegistered,
+    /// The node's labels do not match the workload's `nodeSelector`.
+    NodeSelector,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::Unschedulable,
         RejectReason::IncompatibleRuntime,
         RejectReason::InsufficientCpu,
@@ -45,6 +47,7 @@ impl RejectReason {
         RejectReason::FailureDomainSpread,
         RejectReason::MissingFailureDomain,
         RejectReason::NotRegistered,
+        RejectReason::NodeSelector,
     ];
 
     fn index(self) -> usize {
@@ -64,6 +67,7 @@ impl RejectReason {
             RejectReason::FailureDomainSpread => "failure domain already used (spread rule)",
             RejectReason::MissingFailureDomain => "node lacks the spread rule's failure-domain key",
             RejectReason::NotRegistered => "node not yet seen (declared, no agent registered it)",
+            RejectReason::NodeSelector => "node labels do not match the workload's nodeSelector",
         }
     }
 }
@@ -76,7 +80,7 @@ impl fmt::Display for RejectReason {
 
 /// Number of nodes rejected per reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RejectCounts([u32; 10]);
+pub struct RejectCounts([u32; 11]);
 
 impl RejectCounts {
     /// Counts one rejection.

@@ -139,6 +139,20 @@ fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
     if let Some(l) = &w.lifecycle {
         v.extend(l.validate(&join(p, "lifecycle")));
     }
+    for (k, val) in &w.node_selector {
+        let bad = |s: &str| {
+            s.len() > 253
+                || !s
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        };
+        if k.is_empty() || bad(k) || bad(val) {
+            v.push(
+                format!("{p}.nodeSelector.{k}"),
+                "label keys and values are letters, digits, '-', '_', '.' and '/' (keys non-empty, at most 253)",
+            );
+        }
+    }
     let mut checks = BTreeSet::new();
     for (i, h) in w.health_checks.iter().enumerate() {
         let hp = format!("{p}.healthChecks[{i}]");
