@@ -74,6 +74,10 @@ pub struct GangOutcome {
     pub allocated: ResVec,
     /// Cost per hour (thousandths) of the node shares taken.
     pub cost_milli: u64,
+    /// Other tenants over their fair share of the pool before this
+    /// placement, by tenant id: (share, fair share) in parts per billion
+    /// (the only other tenants preemption may take from).
+    pub over_fair_share: BTreeMap<u32, (u64, u64)>,
 }
 
 /// Places the replicas of `req`, or nothing.

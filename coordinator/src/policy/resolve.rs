@@ -33,7 +33,9 @@ pub struct ImageAllowList {
 ///
 /// Merge rule per field (higher scope = Global, then Tenant, then
 /// Application):
-/// - `enablePreemption`: allowed only if no scope says false (default false);
+/// - `enablePreemption`: enabled only by a Global or Tenant scope, and only
+///   if no scope says false (default false): an application cannot switch
+///   on taking other applications' instances by itself;
 /// - `maxOvercommitRatio`, `maxClusterShare`: the smallest value wins
 ///   (default 1 and none);
 /// - `allowedRuntimeTypes`: intersection; an empty intersection is a conflict;
@@ -142,19 +144,35 @@ pub fn resolve(
     let mut eff = EffectivePolicy::default();
     let mut res = Vec::new();
 
-    // enablePreemption: false anywhere wins.
+    // enablePreemption: false anywhere wins; true counts only from a Global
+    // or Tenant scope (an application scope may only switch it off).
     let set: Vec<(&str, bool)> = ps
         .iter()
         .filter_map(|p| p.rules.enable_preemption.map(|v| (p.name, v)))
         .collect();
+    let counts: Vec<(&str, bool)> = ps
+        .iter()
+        .filter_map(|p| {
+            p.rules
+                .enable_preemption
+                .filter(|v| !v || p.scope.level() < 2)
+                .map(|v| (p.name, v))
+        })
+        .collect();
     if !set.is_empty() {
-        let winner = set.iter().find(|(_, v)| !v).unwrap_or(&set[0]);
+        let winner = counts
+            .iter()
+            .find(|(_, v)| !v)
+            .or(counts.first())
+            .copied()
+            .unwrap_or(("default", false));
         eff.enable_preemption = winner.1;
         res.push(Resolution {
             field: "enablePreemption".into(),
             value: winner.1.to_string(),
             decided_by: winner.0.into(),
-            rule: "allowed only if no scope forbids it".into(),
+            rule: "enabled only by a Global or Tenant scope, and only if no scope forbids it"
+                .into(),
             overridden: overrides(&set, |v| *v != winner.1),
         });
     }

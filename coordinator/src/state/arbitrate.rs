@@ -4,7 +4,7 @@
 
 use super::Coordinator;
 use super::apps::origin_reason;
-use super::entry::{Degradation, DegradationCause};
+use super::entry::{Degradation, DegradationCause, TenantEntry};
 use crate::arbitration::{
     DrfQueue, GangOutcome, GangRequest, PlacedReplica, order_key, place_gang, weighted_share_ppb,
 };
@@ -90,6 +90,41 @@ impl Coordinator {
             .copied()
             .unwrap_or_default();
         weighted_share_ppb(alloc, cap, weight)
+    }
+
+    /// The tenants whose dominant share of `pool` is above their weighted
+    /// fair share (`weight / Σ weights` over the tenants holding something
+    /// there, `me` included): by tenant id, (share, fair share) in parts per
+    /// billion. Only their instances, and `me`'s own, may be preempted.
+    fn over_fair_share(&self, pool: &str, me: &str) -> BTreeMap<u32, (u64, u64)> {
+        let cap = self.cluster.pool(pool).map(|p| p.cap).unwrap_or_default();
+        let weight =
+            |t: &TenantEntry| u64::from(t.spec.policy.fair_share_weight.unwrap_or(1).max(1));
+        let active: Vec<&TenantEntry> = self
+            .tenants
+            .values()
+            .filter(|t| {
+                t.spec.name == me
+                    || t.pool_alloc
+                        .get(pool)
+                        .is_some_and(|a| *a != ResVec::default())
+            })
+            .collect();
+        let total: u64 = active.iter().map(|t| weight(t)).sum::<u64>().max(1);
+        active
+            .into_iter()
+            .filter(|t| t.spec.name != me)
+            .filter_map(|t| {
+                let share = t
+                    .pool_alloc
+                    .get(pool)
+                    .copied()
+                    .unwrap_or_default()
+                    .dominant_share_ppb(cap);
+                let fair = weight(t) * 1_000_000_000 / total;
+                (share > fair).then_some((t.id, (share, fair)))
+            })
+            .collect()
     }
 
     fn weight_and_pool(&self, key: &AppKey) -> (u32, String) {
@@ -180,10 +215,14 @@ impl Coordinator {
         let app_id = e.id;
         let tenant_id = self.tenants.get(&key.tenant).map_or(u32::MAX, |t| t.id);
         let prio = spec.spec.priority;
+        // Tenant-safe: another tenant's instances only while that tenant
+        // holds more of the pool than its fair share.
+        let over = self.over_fair_share(spec.pool(), &key.tenant);
         let apps = &self.apps;
         let app_ids = &self.app_ids;
         let victim_ok = |p: &Placed| {
             p.app != app_id
+                && (p.tenant == tenant_id || over.contains_key(&p.tenant))
                 && p.priority < prio
                 && app_ids
                     .get(&p.app)
@@ -196,7 +235,7 @@ impl Coordinator {
                 .cloned()
                 .unwrap_or_else(|| AppKey::new("unknown", "unknown"))
         };
-        place_gang(
+        let mut g = place_gang(
             &mut self.cluster,
             &GangRequest {
                 app_id,
@@ -212,7 +251,9 @@ impl Coordinator {
             },
             &victim_ok,
             &key_of,
-        )
+        );
+        g.over_fair_share = over;
+        g
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -448,8 +489,23 @@ impl Coordinator {
             let Some(vkey) = self.app_ids.get(&id).cloned() else {
                 continue;
             };
+            // Another tenant's instances are taken only above its fair
+            // share: say both figures.
+            let shares = lost
+                .first()
+                .and_then(|(_, _, p)| g.over_fair_share.get(&p.tenant))
+                .map(|(share, fair)| {
+                    format!(
+                        "; tenant {} held {:.1}% of pool {}, above its fair share {:.1}%",
+                        vkey.tenant,
+                        *share as f64 / 1e7,
+                        self.apps.get(&vkey).map_or("default", |e| e.spec().pool()),
+                        *fair as f64 / 1e7
+                    )
+                })
+                .unwrap_or_default();
             let reason = format!(
-                "preempted by {by} (priority {prio}, decision {d}): {}",
+                "preempted by {by} (priority {prio}, decision {d}): {}{shares}",
                 lost.iter()
                     .map(|(_, _, p)| format!("{}/{}", p.workload, p.replica))
                     .collect::<Vec<_>>()
