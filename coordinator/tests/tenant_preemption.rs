@@ -104,3 +104,15 @@ fn a_tenant_above_its_fair_share_may_be_preempted_and_is_told_both_shares() {
         "{reason}"
     );
 }
+
+#[test]
+fn priorities_above_900_are_the_platforms_to_grant() {
+    let mut c = cluster("", "", "quota: {priorityCeiling: 1000}");
+    let out = apply(&mut c, &app("a", "vip", 950, "1", 1, ""), 1);
+    assert_eq!(c.phase(&key("a", "vip")), Some(Phase::Rejected), "{out:?}");
+    let reason = &c.list_apps(t(1))[0].reason;
+    assert!(reason.contains("950") && reason.contains("900"), "{reason}");
+    // A tenant granted a higher ceiling may use it.
+    apply(&mut c, &app("b", "vip", 950, "1", 1, ""), 2);
+    assert_ne!(c.phase(&key("b", "vip")), Some(Phase::Rejected));
+}

@@ -24,13 +24,18 @@ pub struct TenantQuota {
     /// Most workload instances (replicas) placed at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_workloads: Option<u32>,
-    /// Highest application priority allowed (default 1000).
+    /// Highest application priority allowed (default 900: priorities above
+    /// are the platform's to grant, so a tenant cannot put itself above every
+    /// other by default).
     #[serde(default = "default_ceiling")]
     pub priority_ceiling: u32,
 }
 
+/// The default [`TenantQuota::priority_ceiling`].
+pub const DEFAULT_PRIORITY_CEILING: u32 = 900;
+
 fn default_ceiling() -> u32 {
-    super::application::MAX_PRIORITY
+    DEFAULT_PRIORITY_CEILING
 }
 
 impl Default for TenantQuota {
