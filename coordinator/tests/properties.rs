@@ -34,6 +34,8 @@ struct WorkloadGen {
     runtime: u8,
     dep: Option<usize>,
     reserve: bool,
+    /// `nodeSelector: {zone: z<N>}` (nodes are in zone `z<rack % 2>`).
+    zone: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -98,9 +100,10 @@ fn workload_gen(i: usize) -> impl Strategy<Value = WorkloadGen> {
         0u8..3,
         any::<bool>(),
         prop::bool::weighted(0.2),
+        prop::option::weighted(0.25, 0u8..2),
     )
         .prop_map(
-            move |(cpu_m, mem_mi, gpu, replicas, runtime, dep, reserve)| WorkloadGen {
+            move |(cpu_m, mem_mi, gpu, replicas, runtime, dep, reserve, zone)| WorkloadGen {
                 cpu_m,
                 mem_mi,
                 gpu: u32::from(gpu),
@@ -108,6 +111,7 @@ fn workload_gen(i: usize) -> impl Strategy<Value = WorkloadGen> {
                 runtime,
                 dep: (dep && i > 0).then(|| i - 1),
                 reserve,
+                zone,
             },
         )
 }
@@ -193,7 +197,8 @@ fn base_yaml(s: &Scenario) -> String {
             "[container, process]".to_string()
         };
         y.push_str(&format!(
-            "apiVersion: daros.io/v1\nkind: Node\nmetadata: {{name: n{i}}}\nspec:\n  capacity: {{cpu: \"{}\", memory: {}Gi, gpu: {}}}\n  os: {}\n  runtimes: {runtimes}\n  failureDomains: {{rack: r{}}}\n  costPerHour: {}\n---\n",
+            "apiVersion: daros.io/v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{zone: z{}}}}}\nspec:\n  capacity: {{cpu: \"{}\", memory: {}Gi, gpu: {}}}\n  os: {}\n  runtimes: {runtimes}\n  failureDomains: {{rack: r{}}}\n  costPerHour: {}\n---\n",
+            n.rack % 2,
             n.cpu,
             n.mem_gi,
             n.gpu,
@@ -271,6 +276,9 @@ fn app_yaml(i: usize, a: &AppGen, bump: u32) -> String {
         if let Some(d) = w.dep {
             y.push_str(&format!("      dependsOn: [w{d}]\n"));
         }
+        if let Some(z) = w.zone {
+            y.push_str(&format!("      nodeSelector: {{zone: z{z}}}\n"));
+        }
     }
     y
 }
@@ -286,9 +294,20 @@ fn run(s: &Scenario) -> (Vec<String>, Coordinator) {
     let mut log = Vec::new();
     let mut now = 0u64;
     let mut bumps: BTreeMap<usize, u32> = BTreeMap::new();
+    // The nodes register themselves, as their agents do (a Node document
+    // alone only declares a node, which takes no work).
+    let (nodes, rest): (Vec<Document>, Vec<Document>) = parse(&base_yaml(s))
+        .into_iter()
+        .partition(|d| matches!(d, Document::Node(_)));
+    for d in nodes {
+        if let Document::Node(node) = d {
+            let r = c.apply(Command::RegisterNode { node }, Timestamp(now));
+            log.push(format!("{r:?}"));
+        }
+    }
     let r = c.apply(
         Command::Apply {
-            documents: parse(&base_yaml(s)),
+            documents: rest,
             start: true,
         },
         Timestamp(now),
@@ -551,6 +570,36 @@ fn check_invariants(c: &Coordinator, s: &Scenario) {
             n.spec.name
         );
     }
+    // Placement constraints: an instance of a workload with a nodeSelector
+    // is only ever on a node carrying those labels.
+    for a in c.list_apps(Timestamp(0)) {
+        let (Ok(d), Some((_, spec))) = (c.describe(&a.app, Timestamp(0)), c.spec(&a.app)) else {
+            continue;
+        };
+        for i in &d.instances {
+            let (Some(node), Some(w)) = (
+                i.node.as_deref(),
+                i.id.to_string()
+                    .split('/')
+                    .nth(2)
+                    .and_then(|w| spec.workload(w)),
+            ) else {
+                continue;
+            };
+            let Some(n) = cluster.index_of(node).and_then(|x| cluster.node(x)) else {
+                continue;
+            };
+            for (k, v) in &w.node_selector {
+                assert_eq!(
+                    n.spec.labels.get(k),
+                    Some(v),
+                    "{} of {} on {node} against its nodeSelector",
+                    i.id,
+                    a.app
+                );
+            }
+        }
+    }
     // Quotas never exceeded; charges add up; instances within charge.
     let mut placed_per_tenant: BTreeMap<String, u32> = BTreeMap::new();
     for a in c.list_apps(Timestamp(0)) {
@@ -645,6 +694,28 @@ fn check_invariants(c: &Coordinator, s: &Scenario) {
             t.name
         );
     }
+}
+
+/// The invariants mean something only if the scenarios place work at all
+/// (they silently placed nothing once, when Node documents stopped
+/// registering nodes): most of a fixed sample of scenarios must.
+#[test]
+fn the_scenarios_place_work() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let placing = (0..16)
+        .filter(|_| {
+            let s = scenario().new_tree(&mut runner).unwrap().current();
+            let (_, c) = run(&s);
+            c.decisions()
+                .iter()
+                .any(|d| d.placements.iter().any(|p| p.selected.is_some()))
+        })
+        .count();
+    assert!(
+        placing >= 8,
+        "only {placing} of 16 scenarios placed anything"
+    );
 }
 
 proptest! {
