@@ -88,3 +88,112 @@ fn bad_selectors_are_refused_with_their_path() {
         .unwrap_err();
     assert!(e.contains("spec.workloads[0].nodeSelector.bad key!"), "{e}");
 }
+
+/// Two workloads of one application, `web` and `cache`, with `extra` YAML
+/// lines for each.
+fn pair(name: &str, web: &str, cache: &str, web_replicas: u32, cache_replicas: u32) -> String {
+    format!(
+        "apiVersion: daros.io/v1\nkind: Application\nmetadata: {{name: {name}, tenant: acme}}\nspec:\n  \
+         workloads:\n    - name: web\n      runtime: {{type: process}}\n      \
+         resources: {{cpu: {{request: 100m}}, memory: {{request: 64Mi}}}}\n      replicas: {web_replicas}\n{web}\
+         \n    - name: cache\n      runtime: {{type: process}}\n      \
+         resources: {{cpu: {{request: 100m}}, memory: {{request: 64Mi}}}}\n      replicas: {cache_replicas}\n{cache}\n"
+    )
+}
+
+fn nodes_of(c: &Coordinator, app: &str, workload: &str) -> Vec<String> {
+    let d = c.describe(&key("acme", app), t(10)).unwrap();
+    let mut v: Vec<String> = d
+        .instances
+        .iter()
+        .filter(|i| i.id.to_string().split('/').nth(2) == Some(workload))
+        .filter_map(|i| i.node.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn colocated_workloads_share_nodes_and_anti_affine_replicas_spread() {
+    let mut c = cluster();
+    // One web per node (anti-affinity with itself: bin-packing alone would
+    // put all three on one small node).
+    apply(
+        &mut c,
+        &pair("shop", "      antiAffinity: [web]", "", 3, 1),
+        1,
+    );
+    assert_eq!(
+        nodes_of(&c, "shop", "web"),
+        vec!["fast-1", "slow-1", "slow-2"],
+        "one web per node"
+    );
+    // The cache goes where the web is, though bin-packing prefers the small
+    // nodes and the cache has no selector of its own.
+    apply(
+        &mut c,
+        &pair(
+            "db",
+            "      nodeSelector: {disk: nvme}",
+            "      colocateWith: [web]",
+            1,
+            2,
+        ),
+        2,
+    );
+    assert_eq!(nodes_of(&c, "db", "web"), vec!["fast-1"]);
+    assert_eq!(nodes_of(&c, "db", "cache"), vec!["fast-1", "fast-1"]);
+    // A fourth anti-affine replica has nowhere to go: refused, with why.
+    apply(
+        &mut c,
+        &pair("big", "      antiAffinity: [web]", "", 4, 1),
+        3,
+    );
+    let reason = &c
+        .list_apps(t(3))
+        .into_iter()
+        .find(|s| s.app == key("acme", "big"))
+        .unwrap()
+        .reason;
+    assert!(
+        reason.contains("node holds a workload of antiAffinity: 3"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn affinities_name_workloads_of_the_application_without_cycles() {
+    for (web, cache, field) in [
+        (
+            "      colocateWith: [db]",
+            "",
+            "spec.workloads[0].colocateWith[0]: no workload \"db\"",
+        ),
+        (
+            "      colocateWith: [cache]",
+            "      colocateWith: [web]",
+            "colocation cycle",
+        ),
+        (
+            "      colocateWith: [cache]\n      antiAffinity: [cache]",
+            "",
+            "also in colocateWith",
+        ),
+    ] {
+        let e = daros_coordinator::spec::parse(&pair("x", web, cache, 1, 1), Format::Yaml)
+            .map_err(|e| e.to_string())
+            .and_then(|docs| {
+                cluster()
+                    .apply(
+                        Command::Apply {
+                            documents: docs,
+                            start: true,
+                        },
+                        t(1),
+                    )
+                    .map_err(|e| e.to_string())
+            })
+            .unwrap_err();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+}

@@ -36,6 +36,8 @@ struct WorkloadGen {
     reserve: bool,
     /// `nodeSelector: {zone: z<N>}` (nodes are in zone `z<rack % 2>`).
     zone: Option<u8>,
+    /// `antiAffinity` with itself: one replica per node.
+    apart: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -101,9 +103,10 @@ fn workload_gen(i: usize) -> impl Strategy<Value = WorkloadGen> {
         any::<bool>(),
         prop::bool::weighted(0.2),
         prop::option::weighted(0.25, 0u8..2),
+        prop::bool::weighted(0.25),
     )
         .prop_map(
-            move |(cpu_m, mem_mi, gpu, replicas, runtime, dep, reserve, zone)| WorkloadGen {
+            move |(cpu_m, mem_mi, gpu, replicas, runtime, dep, reserve, zone, apart)| WorkloadGen {
                 cpu_m,
                 mem_mi,
                 gpu: u32::from(gpu),
@@ -112,6 +115,7 @@ fn workload_gen(i: usize) -> impl Strategy<Value = WorkloadGen> {
                 dep: (dep && i > 0).then(|| i - 1),
                 reserve,
                 zone,
+                apart,
             },
         )
 }
@@ -278,6 +282,9 @@ fn app_yaml(i: usize, a: &AppGen, bump: u32) -> String {
         }
         if let Some(z) = w.zone {
             y.push_str(&format!("      nodeSelector: {{zone: z{z}}}\n"));
+        }
+        if w.apart {
+            y.push_str(&format!("      antiAffinity: [w{j}]\n"));
         }
     }
     y
@@ -571,11 +578,30 @@ fn check_invariants(c: &Coordinator, s: &Scenario) {
         );
     }
     // Placement constraints: an instance of a workload with a nodeSelector
-    // is only ever on a node carrying those labels.
+    // is only ever on a node carrying those labels; instances of a workload
+    // anti-affine with itself never share a node.
     for a in c.list_apps(Timestamp(0)) {
         let (Ok(d), Some((_, spec))) = (c.describe(&a.app, Timestamp(0)), c.spec(&a.app)) else {
             continue;
         };
+        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+        for i in &d.instances {
+            let id = i.id.to_string();
+            let (Some(node), Some(w)) = (
+                i.node.as_deref(),
+                id.split('/').nth(2).and_then(|w| spec.workload(w)),
+            ) else {
+                continue;
+            };
+            if w.anti_affinity.contains(&w.name) {
+                assert!(
+                    seen.insert((w.name.clone(), node.to_string())),
+                    "two replicas of {} of {} on {node}",
+                    w.name,
+                    a.app
+                );
+            }
+        }
         for i in &d.instances {
             let (Some(node), Some(w)) = (
                 i.node.as_deref(),

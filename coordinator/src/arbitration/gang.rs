@@ -8,6 +8,7 @@ use crate::decision::PreemptionRecord;
 use crate::model::application::Application;
 use crate::model::names::AppKey;
 use crate::model::ratio::Ratio;
+use crate::model::workload::Workload;
 use crate::placement::cost::cost_share;
 use crate::placement::engine::{Constraints, SpreadNeed};
 use crate::placement::{
@@ -15,7 +16,7 @@ use crate::placement::{
     place_one, strategy,
 };
 use crate::policy::EffectivePolicy;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What to place.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +81,20 @@ pub struct GangOutcome {
     pub over_fair_share: BTreeMap<u32, (u64, u64)>,
 }
 
+/// How deep `w` sits in `colocateWith` chains (validation refuses cycles;
+/// the depth bound only guards against them).
+fn colocation_depth(ws: &[Workload], w: &Workload, depth: usize) -> usize {
+    if depth > ws.len() {
+        return depth;
+    }
+    w.colocate_with
+        .iter()
+        .filter_map(|t| ws.iter().find(|x| &x.name == t))
+        .map(|t| 1 + colocation_depth(ws, t, depth + 1))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Places the replicas of `req`, or nothing.
 pub fn place_gang(
     cluster: &mut Cluster,
@@ -99,15 +114,37 @@ pub fn place_gang(
     let key_id = rule.and_then(|r| cluster.domain_key(&r.key));
     let mut used: BTreeMap<&str, BTreeMap<u32, u32>> = BTreeMap::new();
     let mut app_on_node: BTreeMap<NodeIdx, u32> = BTreeMap::new();
+    // Nodes holding each workload of the application (for colocateWith and
+    // antiAffinity).
+    let mut on_node: BTreeMap<&str, BTreeSet<NodeIdx>> = BTreeMap::new();
     for (w, node) in req.staying {
         *app_on_node.entry(*node).or_default() += 1;
+        on_node.entry(w.as_str()).or_default().insert(*node);
         if let Some(v) = key_id.and_then(|k| cluster.node(*node).and_then(|n| n.domain(k))) {
             *used.entry(w.as_str()).or_default().entry(v).or_default() += 1;
         }
     }
     let latency = req.app.spec.sla.latency;
-    for &(wi, r) in req.to_place {
+    // Workloads others are colocated with are placed first (order does not
+    // change what starts when: dependsOn does).
+    let mut to_place = req.to_place.to_vec();
+    to_place.sort_by_key(|&(wi, _)| ws.get(wi).map_or(0, |w| colocation_depth(ws, w, 0)));
+    for &(wi, r) in &to_place {
         let Some(w) = ws.get(wi) else { continue };
+        let colocate: Option<BTreeSet<NodeIdx>> = (!w.colocate_with.is_empty()).then(|| {
+            let mut sets = w
+                .colocate_with
+                .iter()
+                .map(|t| on_node.get(t.as_str()).cloned().unwrap_or_default());
+            let first = sets.next().unwrap_or_default();
+            sets.fold(first, |a, b| a.intersection(&b).copied().collect())
+        });
+        let avoid: Option<BTreeSet<NodeIdx>> = (!w.anti_affinity.is_empty()).then(|| {
+            w.anti_affinity
+                .iter()
+                .flat_map(|t| on_node.get(t.as_str()).cloned().unwrap_or_default())
+                .collect()
+        });
         let demand = Demand::of(req.app, w, r);
         let empty = BTreeMap::new();
         let used_w = used.get(w.name.as_str()).unwrap_or(&empty);
@@ -120,6 +157,8 @@ pub fn place_gang(
                 used: used_w,
             }),
             node_selector: (!w.node_selector.is_empty()).then_some(&w.node_selector),
+            colocate: colocate.as_ref(),
+            avoid: avoid.as_ref(),
         };
         let Some(pool) = cluster.pool(req.pool) else {
             out.reason = format!("pool {} does not exist", req.pool);
@@ -222,6 +261,7 @@ pub fn place_gang(
             }
         }
         *app_on_node.entry(node).or_default() += 1;
+        on_node.entry(w.name.as_str()).or_default().insert(node);
         out.allocated = out.allocated.plus(demand.request);
         out.placed.push(PlacedReplica {
             workload: w.name.clone(),

@@ -32,7 +32,7 @@ pub fn find_victims(
     let mut best: Option<((usize, u32, u64, NodeIdx), VictimChoice)> = None;
     for &(_, i) in class.by_free.iter() {
         let Some(n) = cluster.node(i) else { continue };
-        if constraints.check(n).is_err() {
+        if constraints.check(i, n).is_err() {
             continue;
         }
         let mut cands: Vec<(&u64, &Placed)> =

@@ -140,6 +140,14 @@ pub struct Workload {
     /// pair must match), as Kubernetes' `nodeSelector`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Workloads of the same application every replica must share a node
+    /// with ("web, cache and DB proxy on one node").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub colocate_with: Vec<String>,
+    /// Workloads of the same application a replica must not share a node
+    /// with (its own name: one replica per node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anti_affinity: Vec<String>,
     /// Opaque runtime description for the adapter.
     #[serde(default, skip_serializing_if = "RuntimeSpec::is_null")]
     pub runtime_spec: RuntimeSpec,
@@ -163,6 +171,8 @@ impl Workload {
             health_checks: Vec::new(),
             depends_on: Vec::new(),
             node_selector: BTreeMap::new(),
+            colocate_with: Vec::new(),
+            anti_affinity: Vec::new(),
             init_jobs: Vec::new(),
             critical: true,
             runtime_spec: RuntimeSpec::default(),

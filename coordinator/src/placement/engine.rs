@@ -8,7 +8,7 @@ use super::record::{Candidate, PlacementRecord, RejectCounts, RejectReason};
 use super::resources::Demand;
 use super::strategy::{PlacementStrategy, ScanOrder, ScoreContext};
 use crate::model::ratio::Ratio;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The failure-domain spread a replica must respect.
 #[derive(Debug, Clone, Copy)]
@@ -34,30 +34,40 @@ impl SpreadNeed<'_> {
     }
 }
 
-/// What a replica asks of a node beside capacity: failure-domain spread
-/// and the workload's `nodeSelector`.
+/// What a replica asks of a node beside capacity: failure-domain spread,
+/// the workload's `nodeSelector`, `colocateWith` and `antiAffinity`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Constraints<'a> {
     /// The spread rule, when there is one.
     pub spread: Option<SpreadNeed<'a>>,
     /// Labels the node must carry (none: any node).
     pub node_selector: Option<&'a BTreeMap<String, String>>,
+    /// The only nodes allowed (those holding every `colocateWith` workload).
+    pub colocate: Option<&'a BTreeSet<NodeIdx>>,
+    /// Nodes excluded (those holding an `antiAffinity` workload).
+    pub avoid: Option<&'a BTreeSet<NodeIdx>>,
 }
 
 impl Constraints<'_> {
-    /// Whether `node`'s labels satisfy the `nodeSelector`.
-    pub fn selects(&self, node: &NodeState) -> Result<(), RejectReason> {
-        match self.node_selector {
-            Some(sel) if !sel.iter().all(|(k, v)| node.spec.labels.get(k) == Some(v)) => {
-                Err(RejectReason::NodeSelector)
-            }
-            _ => Ok(()),
+    /// Whether node `i` satisfies the selector and the (anti-)affinities.
+    pub fn selects(&self, i: NodeIdx, node: &NodeState) -> Result<(), RejectReason> {
+        if let Some(sel) = self.node_selector
+            && !sel.iter().all(|(k, v)| node.spec.labels.get(k) == Some(v))
+        {
+            return Err(RejectReason::NodeSelector);
         }
+        if self.colocate.is_some_and(|c| !c.contains(&i)) {
+            return Err(RejectReason::Colocation);
+        }
+        if self.avoid.is_some_and(|a| a.contains(&i)) {
+            return Err(RejectReason::AntiAffinity);
+        }
+        Ok(())
     }
 
-    /// Whether `node` satisfies them all.
-    pub fn check(&self, node: &NodeState) -> Result<(), RejectReason> {
-        self.selects(node)?;
+    /// Whether node `i` satisfies them all.
+    pub fn check(&self, i: NodeIdx, node: &NodeState) -> Result<(), RejectReason> {
+        self.selects(i, node)?;
         match &self.spread {
             Some(s) => s.check(node),
             None => Ok(()),
@@ -79,13 +89,14 @@ pub struct SearchParams {
 /// Checks every hard constraint of `d` on `node`: whether it takes work at
 /// all, the `nodeSelector`, capacity, then the spread rule.
 pub fn feasible(
+    i: NodeIdx,
     node: &NodeState,
     d: &Demand,
     ratio: Ratio,
     c: &Constraints<'_>,
 ) -> Result<(), RejectReason> {
     if node.takes_work() {
-        c.selects(node)?;
+        c.selects(i, node)?;
     }
     node.fit(d, ratio)?;
     match &c.spread {
@@ -191,7 +202,10 @@ pub fn classify(
 ) -> RejectCounts {
     let mut c = RejectCounts::default();
     for &i in &pool.members {
-        if let Some(Err(r)) = cluster.node(i).map(|n| feasible(n, d, ratio, constraints)) {
+        if let Some(Err(r)) = cluster
+            .node(i)
+            .map(|n| feasible(i, n, d, ratio, constraints))
+        {
             c.add(r, 1);
         }
     }
@@ -218,7 +232,7 @@ impl Search<'_> {
             return true;
         };
         self.examined += 1;
-        match feasible(n, self.demand, self.params.ratio, self.constraints) {
+        match feasible(i, n, self.demand, self.params.ratio, self.constraints) {
             Ok(()) => self.feasible.push(Candidate {
                 node: i,
                 score: self.strategy.score(self.ctx, i, n),

@@ -32,11 +32,15 @@ pub enum RejectReason {
     NotRegistered,
     /// The node's labels do not match the workload's `nodeSelector`.
     NodeSelector,
+    /// The node does not hold the workloads this one must be colocated with.
+    Colocation,
+    /// The node holds a workload this one must not share a node with.
+    AntiAffinity,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 13] = [
         RejectReason::Unschedulable,
         RejectReason::IncompatibleRuntime,
         RejectReason::InsufficientCpu,
@@ -48,6 +52,8 @@ impl RejectReason {
         RejectReason::MissingFailureDomain,
         RejectReason::NotRegistered,
         RejectReason::NodeSelector,
+        RejectReason::Colocation,
+        RejectReason::AntiAffinity,
     ];
 
     fn index(self) -> usize {
@@ -68,6 +74,8 @@ impl RejectReason {
             RejectReason::MissingFailureDomain => "node lacks the spread rule's failure-domain key",
             RejectReason::NotRegistered => "node not yet seen (declared, no agent registered it)",
             RejectReason::NodeSelector => "node labels do not match the workload's nodeSelector",
+            RejectReason::Colocation => "node lacks a workload of colocateWith",
+            RejectReason::AntiAffinity => "node holds a workload of antiAffinity",
         }
     }
 }
@@ -80,7 +88,7 @@ impl fmt::Display for RejectReason {
 
 /// Number of nodes rejected per reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RejectCounts([u32; 11]);
+pub struct RejectCounts([u32; 13]);
 
 impl RejectCounts {
     /// Counts one rejection.

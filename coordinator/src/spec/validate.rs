@@ -101,6 +101,23 @@ pub fn application(app: &Application) -> Vec<FieldError> {
     v.errors().to_vec()
 }
 
+/// Whether following `colocateWith` from `w` comes back to `w`.
+fn colocation_cycle(app: &Application, w: &Workload) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<&str> = w.colocate_with.iter().map(String::as_str).collect();
+    while let Some(n) = todo.pop() {
+        if n == w.name {
+            return true;
+        }
+        if seen.insert(n)
+            && let Some(x) = app.spec.workloads.iter().find(|x| x.name == n)
+        {
+            todo.extend(x.colocate_with.iter().map(String::as_str));
+        }
+    }
+    false
+}
+
 fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
     name_at(v, p, "name", &w.name);
     if let Some(img) = &w.image
@@ -138,6 +155,38 @@ fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
     }
     if let Some(l) = &w.lifecycle {
         v.extend(l.validate(&join(p, "lifecycle")));
+    }
+    let names: BTreeSet<&str> = app.spec.workloads.iter().map(|x| x.name.as_str()).collect();
+    for (field, list) in [
+        ("colocateWith", &w.colocate_with),
+        ("antiAffinity", &w.anti_affinity),
+    ] {
+        for (i, t) in list.iter().enumerate() {
+            if !names.contains(t.as_str()) {
+                v.push(
+                    format!("{p}.{field}[{i}]"),
+                    format!("no workload {t:?} in this application"),
+                );
+            }
+        }
+    }
+    if w.colocate_with.contains(&w.name) {
+        v.push(
+            format!("{p}.colocateWith"),
+            "a workload cannot be colocated with itself",
+        );
+    }
+    if let Some(t) = w.colocate_with.iter().find(|t| w.anti_affinity.contains(t)) {
+        v.push(
+            format!("{p}.antiAffinity"),
+            format!("{t:?} is also in colocateWith: no node can satisfy both"),
+        );
+    }
+    if !w.colocate_with.contains(&w.name) && colocation_cycle(app, w) {
+        v.push(
+            format!("{p}.colocateWith"),
+            "colocation cycle: workloads colocated with each other in a ring (colocate them all with one of them)",
+        );
     }
     for (k, val) in &w.node_selector {
         let bad = |s: &str| {
