@@ -76,6 +76,8 @@ pub struct AdmissionRequest<'a> {
     pub resolutions: &'a [Resolution],
     /// Tenant usage without this application.
     pub tenant_usage: Charge,
+    /// Tenant usage in the application's pool without this application.
+    pub pool_usage: Charge,
     /// Capacity of the cluster (schedulable nodes).
     pub cluster_capacity: ResVec,
     /// True when the application's pool exists.
@@ -267,6 +269,45 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
             format!("{} GPUs with this one, quota {max}", after.request.gpu),
             tenant_src.clone(),
         );
+    }
+
+    // The tenant's share of the application's pool.
+    if let Some(pq) = q.pools.get(pool) {
+        let after = req.pool_usage.plus(charge);
+        let src = Some(format!("tenant {} (pool {pool})", t.name));
+        if let Some(max) = pq.cpu {
+            check(
+                "quota.pools.cpu",
+                after.request.cpu <= max.get(),
+                format!(
+                    "cpu requests in pool {pool} {} with this one, quota {max}",
+                    MilliCpu(after.request.cpu)
+                ),
+                src.clone(),
+            );
+        }
+        if let Some(max) = pq.memory {
+            check(
+                "quota.pools.memory",
+                after.request.memory <= max.get(),
+                format!(
+                    "memory requests in pool {pool} {} with this one, quota {max}",
+                    Bytes(after.request.memory)
+                ),
+                src.clone(),
+            );
+        }
+        if let Some(max) = pq.gpu {
+            check(
+                "quota.pools.gpu",
+                after.request.gpu <= u64::from(max.get()),
+                format!(
+                    "{} GPUs in pool {pool} with this one, quota {max}",
+                    after.request.gpu
+                ),
+                src.clone(),
+            );
+        }
     }
 
     // Budget: totals at the replica maximum.

@@ -3,10 +3,27 @@
 use super::policy::PolicyRules;
 use super::resources::{Bytes, GpuCount, MilliCpu};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A tenant's share of one resource pool (§4.4.1): what its admitted
+/// applications of that pool may request together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolQuota {
+    /// Total cpu requests in the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<MilliCpu>,
+    /// Total memory requests in the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
+    /// Total GPUs in the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuCount>,
+}
 
 /// Hard limits of a tenant (§7.3.1): an application that would exceed them
 /// is not admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TenantQuota {
     /// Total cpu requests of admitted applications.
@@ -29,6 +46,10 @@ pub struct TenantQuota {
     /// other by default).
     #[serde(default = "default_ceiling")]
     pub priority_ceiling: u32,
+    /// Limits per resource pool, beside the tenant-wide ones
+    /// (`pools: {gpu: {gpu: 4}}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pools: BTreeMap<String, PoolQuota>,
 }
 
 /// The default [`TenantQuota::priority_ceiling`].
@@ -47,6 +68,7 @@ impl Default for TenantQuota {
             max_applications: None,
             max_concurrent_workloads: None,
             priority_ceiling: default_ceiling(),
+            pools: BTreeMap::new(),
         }
     }
 }

@@ -325,6 +325,17 @@ impl Coordinator {
                 match self.tenants.get(&spec.tenant) {
                     Some(t) => {
                         let pool_exists = self.cluster.pool(spec.pool()).is_some();
+                        // What the tenant's other applications of this pool hold.
+                        let pool_usage = self
+                            .apps
+                            .values()
+                            .filter(|e| {
+                                &e.key != key
+                                    && e.key.tenant == spec.tenant
+                                    && e.spec().pool() == spec.pool()
+                                    && e.phase.holds_quota()
+                            })
+                            .fold(Charge::default(), |a, e| a.plus(e.charge));
                         let a = admit(&AdmissionRequest {
                             app: spec,
                             targets,
@@ -332,6 +343,7 @@ impl Coordinator {
                             effective: &eff,
                             resolutions: &res,
                             tenant_usage: t.usage.minus(own_charge),
+                            pool_usage,
                             cluster_capacity: self.cluster.total_capacity(),
                             pool_exists,
                         });
