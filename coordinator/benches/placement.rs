@@ -131,6 +131,7 @@ fn tenants() -> Vec<Document> {
                 max_applications: Some(1_000),
                 max_concurrent_workloads: Some(10_000),
                 priority_ceiling: 1000,
+                pools: Default::default(),
             },
             pools: vec!["default".into(), "gpu".into()],
             policy: PolicyRules {
