@@ -333,3 +333,39 @@ fn an_expected_version_guards_a_change() {
     let d = c.describe(&k, t(4)).unwrap();
     assert_eq!(d.versions.len(), 2, "the stale change was not recorded");
 }
+
+/// A non-critical workload (`critical: false`) does not hold Running back:
+/// the application runs once its critical workloads are ready.
+#[test]
+fn non_critical_workloads_do_not_hold_running_back() {
+    let mut c = Coordinator::new();
+    apply(
+        &mut c,
+        &format!(
+            "{}{}",
+            node_yaml("n1", "4", "8Gi", "", ""),
+            tenant_yaml("acme", "")
+        ),
+        0,
+    );
+    let out = apply(
+        &mut c,
+        "apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: app, tenant: acme}\nspec:\n  \
+         workloads:\n    - {name: web, runtime: {type: process}, resources: {cpu: {request: 100m}}}\n    \
+         - {name: warmer, critical: false, runtime: {type: process}, resources: {cpu: {request: 100m}}}\n",
+        1,
+    );
+    let k = key("acme", "app");
+    let ids = started(&out);
+    let web = ids.iter().find(|i| i.workload == "web").unwrap().clone();
+    let warmer = ids.iter().find(|i| i.workload == "warmer").unwrap().clone();
+    report(&mut c, &warmer, ObservedState::Starting, 2);
+    assert_eq!(c.phase(&k), Some(Phase::Scheduled));
+    let out = report(&mut c, &web, ObservedState::Ready, 3);
+    assert_eq!(transitions(&out), ["Scheduled->Running"], "{out:?}");
+    let ev = c.events_of(&k).into_iter().last().unwrap().clone();
+    assert!(
+        ev.reason.contains("all 1 critical workloads ready"),
+        "{ev:?}"
+    );
+}

@@ -529,12 +529,20 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         p.actions.clear();
         return p;
     }
-    let all_ready = state.iter().all(|s| s.ready);
+    // The application runs once its critical workloads are ready: a
+    // non-critical one (`critical: false`, a sidecar or a cache warmer)
+    // neither holds Running back nor keeps it from recovering.
+    let all_ready = state.iter().zip(ws).all(|(s, w)| s.ready || !w.critical);
     let all_completed = state.iter().all(|s| s.completed);
+    let critical = ws.iter().filter(|w| w.critical).count();
     p.event = match input.phase {
         Phase::Scheduled if all_ready => Some((
             SystemEvent::ExecutionSucceeded,
-            format!("all {} workloads ready", ws.len()),
+            if critical == ws.len() {
+                format!("all {} workloads ready", ws.len())
+            } else {
+                format!("all {critical} critical workloads ready")
+            },
         )),
         Phase::Running | Phase::Degraded if all_completed => Some((
             SystemEvent::Finished,
