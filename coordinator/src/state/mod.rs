@@ -11,6 +11,7 @@ mod headline;
 pub mod history;
 mod liveness;
 mod nodes;
+mod policy_impact;
 mod query;
 pub mod rollout;
 mod runtime;
@@ -234,7 +235,11 @@ impl Coordinator {
                     }
                 }
                 Document::Tenant(t) => check(validate::tenant(t), "Tenant", &t.name)?,
-                Document::Policy(p) => check(policy_errors(p), "Policy", &p.name)?,
+                Document::Policy(p) => {
+                    let mut errors = policy_errors(p);
+                    errors.extend(self.policy_conflicts(p));
+                    check(errors, "Policy", &p.name)?
+                }
                 Document::ResourcePool(p) => check(validate::pool(p), "ResourcePool", &p.name)?,
                 Document::Node(n) => {
                     let mut errors = validate::node(n);
@@ -262,7 +267,8 @@ impl Coordinator {
                 }
                 Document::Tenant(t) => self.upsert_tenant(t),
                 Document::Policy(p) => {
-                    self.policies.insert(p.name.clone(), p);
+                    self.policies.insert(p.name.clone(), p.clone());
+                    self.policy_impact(&p, now, out);
                 }
                 Document::Application(a) => self.apply_app(a, start, now, out, &mut pending)?,
             }
