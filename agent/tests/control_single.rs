@@ -615,3 +615,100 @@ fn admin_verbs_list_delete_and_cordon() {
     let out = n.ctl(&["delete", "pool", "fast"]);
     assert_eq!(out.status.code(), Some(3), "not found: exit 3");
 }
+
+/// The pids in the instance cgroups left under the test's managed root.
+fn instance_pids(t: &TestRoot) -> Vec<u32> {
+    let mut pids: Vec<u32> = common::cgroups_left(t)
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_to_string(d.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Policies through darosd with a real process under them (issue 19): a
+/// policy the running application no longer passes is applied and names it,
+/// the process keeps running and an update is refused; rolling the policy
+/// back to its first version lets the update through (a new process).
+#[test]
+fn policy_versions_and_rollback_with_a_running_process() {
+    let t = TestRoot::new("ctl-policy");
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::start(dir.path(), t.name());
+    let policy = |runtimes: &str| {
+        format!(
+            "apiVersion: daros.io/v1\nkind: Policy\nmetadata: {{name: platform}}\nspec:\n  \
+             scope: Global\n  rules: {{allowedRuntimeTypes: [{runtimes}]}}\n"
+        )
+    };
+    let app = |marker: &str| {
+        format!(
+            "apiVersion: daros.io/v1\nkind: Application\nmetadata: {{name: sleeper, tenant: acme}}\nspec:\n  \
+             workloads:\n    - {{name: w, runtime: {{type: process}}, \
+             resources: {{cpu: {{request: 100m}}, memory: {{request: 16Mi}}}}, \
+             runtimeSpec: {{command: /bin/sleep, args: [\"300\"], env: {{MARK: {marker}}}}}}}\n"
+        )
+    };
+    let first = write_file(
+        dir.path(),
+        "first.yaml",
+        &format!(
+            "apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {{name: acme}}\nspec: {{}}\n---\n{}---\n{}",
+            policy("process"),
+            app("one")
+        ),
+    );
+    n.ok(&["apply", "-f", &first]);
+    n.wait_app("sleeper Running", "acme/sleeper", |d| {
+        common::phase(d) == "Running"
+    });
+    let pid = wait_for("the process", Duration::from_secs(30), || {
+        instance_pids(&t).first().copied()
+    });
+
+    // Version 2 forbids the process runtime: applied, the app is named.
+    let v2 = write_file(dir.path(), "v2.yaml", &policy("container"));
+    let said = n.ok(&["apply", "-f", &v2]);
+    assert!(
+        said.contains("running application acme/sleeper would not be admitted now"),
+        "{said}"
+    );
+    assert!(common::alive(pid), "the process keeps running");
+    // An update of the application is refused now; the process stays.
+    let update = write_file(dir.path(), "update.yaml", &app("two"));
+    let out = n.ctl(&["apply", "-f", &update]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("allowedRuntimeTypes"), "{text}");
+    assert_eq!(instance_pids(&t), vec![pid]);
+
+    // Back to version 1: the update goes through, as a new process.
+    n.ok(&["rollback", "--policy", "platform", "--to", "1"]);
+    let described = n.ok(&["describe", "policy", "platform"]);
+    assert!(described.contains("(rollback to 1)"), "{described}");
+    assert_eq!(
+        n.json(&["describe", "policy", "platform"])["versions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    n.ok(&["apply", "-f", &update]);
+    let new = wait_for("the updated process", Duration::from_secs(30), || {
+        instance_pids(&t)
+            .into_iter()
+            .find(|p| *p != pid && common::environ(*p).iter().any(|e| e == "MARK=two"))
+    });
+    assert!(common::environ(new).iter().any(|e| e == "MARK=two"));
+    n.cleanup("sleeper");
+}

@@ -107,6 +107,13 @@ pub enum Command {
         /// Tenant name.
         name: String,
     },
+    /// Writes version `version` of policy `name` again, as its next version.
+    RollbackPolicy {
+        /// Policy name.
+        name: String,
+        /// Version to return to.
+        version: u32,
+    },
     /// Deletes a policy.
     DeletePolicy {
         /// Policy name.

@@ -1,6 +1,7 @@
 //! The platform's own objects through the replicated coordinator: list
-//! tenants (with what they hold), policies and resource pools (with their
-//! nodes), and delete them (refused while in use: 409).
+//! tenants (with what they hold), policies (with their versions, and roll
+//! one back) and resource pools (with their nodes), and delete them
+//! (refused while in use: 409).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -9,8 +10,8 @@ use axum::routing::{delete, get};
 use daros_coordinator::Command;
 use serde_json::Value;
 
-use super::apps::{WriteResult, any, plane, write};
-use super::error::ApiError;
+use super::apps::{RollbackBody, WriteResult, any, plane, write};
+use super::error::{ApiError, ApiJson};
 use super::{ApiRoute, AppState, Param};
 use crate::control::state::ControlQuery;
 
@@ -53,6 +54,24 @@ pub fn routes() -> Vec<ApiRoute> {
             handler: get(policies),
         },
         ApiRoute {
+            method: Method::GET,
+            path: "/v1/policies/{name}",
+            summary: "One policy: what is in force and its versions (deletion included)",
+            params: NAME,
+            response: any,
+            errors: &[404, 503],
+            handler: get(policy),
+        },
+        ApiRoute {
+            method: Method::POST,
+            path: "/v1/policies/{name}/rollback",
+            summary: "Write an earlier version of a policy again, as its next version: {\"version\": N} (checked like any write)",
+            params: NAME,
+            response: any,
+            errors: &[400, 404, 503],
+            handler: axum::routing::post(rollback_policy),
+        },
+        ApiRoute {
             method: Method::DELETE,
             path: "/v1/policies/{name}",
             summary: "Delete a policy",
@@ -88,6 +107,29 @@ async fn tenants(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
 
 async fn policies(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(plane(&s)?.query(ControlQuery::Policies).await?))
+}
+
+async fn policy(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(plane(&s)?.query(ControlQuery::Policy { name }).await?))
+}
+
+async fn rollback_policy(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(b): ApiJson<RollbackBody>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(
+        &p,
+        Command::RollbackPolicy {
+            name,
+            version: b.version,
+        },
+    )
+    .await
 }
 
 async fn pools(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

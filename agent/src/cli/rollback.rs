@@ -16,8 +16,11 @@ use crate::client::Client;
 /// Arguments of `darosctl rollback`.
 #[derive(Debug, clap::Args)]
 pub struct RollbackArgs {
-    /// Application name (or TENANT/NAME).
+    /// Application name (or TENANT/NAME); with `--policy`, a policy name.
     pub name: String,
+    /// NAME is a policy: write its version N again.
+    #[arg(long, conflicts_with_all = ["tenant", "expect_version"])]
+    pub policy: bool,
     /// Tenant.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -36,8 +39,22 @@ pub async fn run(
     a: RollbackArgs,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let key = resolve(client, &a.name, a.tenant.as_deref()).await?;
     let body = json!({ "version": a.to });
+    if a.policy {
+        let path = format!(
+            "/v1/policies/{}/rollback",
+            crate::client::encode_id(&a.name)
+        );
+        let r: WriteResult = client.send(Method::POST, &path, Some(&body)).await?;
+        print(out, fmt, &r, || {
+            render_write(
+                &format!("policy {} rolled back to version {}", a.name, a.to),
+                &r,
+            )
+        })?;
+        return Ok(());
+    }
+    let key = resolve(client, &a.name, a.tenant.as_deref()).await?;
     let r: WriteResult = client
         .send(
             Method::POST,

@@ -145,6 +145,20 @@ pub enum ControlQuery {
     Policies,
     /// Resource pools with their member nodes and capacity.
     Pools,
+    /// One policy: in force (if it is) and its versions.
+    Policy {
+        /// Policy name.
+        name: String,
+    },
+}
+
+/// A policy as described: what is in force and every recorded version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyView {
+    /// The policy in force (none once deleted).
+    pub policy: Option<daros_coordinator::model::policy::Policy>,
+    /// Its versions, oldest first.
+    pub versions: Vec<daros_coordinator::state::policy_versions::PolicyVersion>,
 }
 
 /// A tenant as listed: its spec and what its admitted applications hold.
@@ -388,6 +402,19 @@ impl CoordinatorState {
                     .collect::<Vec<_>>(),
             )),
             ControlQuery::Policies => json(serde_json::to_value(c.policies().collect::<Vec<_>>())),
+            ControlQuery::Policy { name } => {
+                let versions = c.policy_versions(name).map(<[_]>::to_vec);
+                let policy = c.policies().find(|p| &p.name == name).cloned();
+                if policy.is_none() && versions.is_none() {
+                    return Err(
+                        daros_coordinator::CoordinatorError::UnknownPolicy(name.clone()).into(),
+                    );
+                }
+                json(serde_json::to_value(PolicyView {
+                    policy,
+                    versions: versions.unwrap_or_default(),
+                }))
+            }
             ControlQuery::Pools => json(serde_json::to_value(
                 c.cluster()
                     .pools()

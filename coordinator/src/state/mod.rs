@@ -12,6 +12,7 @@ pub mod history;
 mod liveness;
 mod nodes;
 mod policy_impact;
+pub mod policy_versions;
 mod query;
 pub mod rollout;
 mod runtime;
@@ -74,6 +75,9 @@ pub struct Coordinator {
     capacity_epoch: u64,
     /// Identities given to init-job run series so far.
     job_runs: u64,
+    /// Every policy's versions, by name.
+    #[serde(default)]
+    policy_versions: BTreeMap<String, Vec<policy_versions::PolicyVersion>>,
     /// Nodes as operators' `Node` documents declare them, by name.
     #[serde(default)]
     declared: BTreeMap<String, crate::model::node::ExecutionNode>,
@@ -127,7 +131,11 @@ impl Coordinator {
             Command::DeletePolicy { name } => {
                 self.policies
                     .remove(&name)
-                    .ok_or(CoordinatorError::UnknownPolicy(name))?;
+                    .ok_or_else(|| CoordinatorError::UnknownPolicy(name.clone()))?;
+                self.record_policy_version(&name, None, None, now);
+            }
+            Command::RollbackPolicy { name, version } => {
+                self.cmd_rollback_policy(&name, version, now, &mut out)?
             }
             Command::DeletePool { name } => self.cmd_delete_pool(&name)?,
             Command::ReportWorkload {
@@ -268,6 +276,7 @@ impl Coordinator {
                 Document::Tenant(t) => self.upsert_tenant(t),
                 Document::Policy(p) => {
                     self.policies.insert(p.name.clone(), p.clone());
+                    self.record_policy_version(&p.name.clone(), Some(p.clone()), None, now);
                     self.policy_impact(&p, now, out);
                 }
                 Document::Application(a) => self.apply_app(a, start, now, out, &mut pending)?,
