@@ -84,10 +84,19 @@ impl Coordinator {
             .iter()
             .filter_map(|d| sim.explain(*d).ok())
             .collect();
+        // Refusals, and the running applications a Policy document would
+        // leave unable to pass admission (they would keep running).
         let conflicts = outcome
             .refusals
             .iter()
             .map(|r| format!("{}: {}", r.app, r.reason))
+            .chain(
+                outcome
+                    .notes
+                    .iter()
+                    .filter(|n| n.contains("would not be admitted now"))
+                    .cloned(),
+            )
             .collect();
         let suggestions = suggest(&sim, &explanations);
         Ok(WhatIfReport {

@@ -103,3 +103,30 @@ fn a_policy_a_running_application_no_longer_passes_is_applied_and_names_it() {
         out.notes
     );
 }
+
+#[test]
+fn what_if_a_policy_names_the_running_applications_it_would_affect() {
+    let c = running();
+    let r = c
+        .what_if(
+            docs(&policy(
+                "no-process",
+                "scope: Global",
+                "allowedRuntimeTypes: [container]",
+            )),
+            t(3),
+        )
+        .unwrap();
+    assert!(
+        r.conflicts
+            .iter()
+            .any(|x| x.contains("running application acme/web would not be admitted now")),
+        "{:?}",
+        r.conflicts
+    );
+    assert!(r.render().contains("acme/web"), "{}", r.render());
+    assert!(
+        c.policies().all(|p| p.name != "no-process"),
+        "nothing changed"
+    );
+}
