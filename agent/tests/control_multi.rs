@@ -400,7 +400,13 @@ fn a_client_agent_registers_reads_and_writes_through_the_servers() {
     });
     let out = apply_no_start(&hs[3], SHOP);
     assert!(out.status.success(), "{out:?}\n{}", hs[3].log());
-    let apps = hs[3].json(&["get", "apps"]).unwrap();
+    let apps = hs[3].json(&["get", "apps"]).unwrap_or_else(|| {
+        panic!(
+            "get apps through the client: {:?}\n{}",
+            hs[3].ctl(&["-o", "json", "get", "apps"]),
+            hs[3].log()
+        )
+    });
     assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
     let st = hs[3].json(&["cluster", "status"]).unwrap();
     assert_eq!(st["role"], "client", "{st}");
