@@ -52,6 +52,22 @@ impl Evaluated {
     }
 }
 
+/// `policies` as resolution takes them, by scope level then name.
+pub(super) fn scoped_policies(
+    policies: &[(String, PolicyScope, PolicyRules)],
+) -> Vec<ScopedPolicy<'_>> {
+    let mut scoped: Vec<ScopedPolicy<'_>> = policies
+        .iter()
+        .map(|(n, s, r)| ScopedPolicy {
+            name: n,
+            scope: s,
+            rules: r,
+        })
+        .collect();
+    scoped.sort_by(|a, b| (a.scope.level(), a.name).cmp(&(b.scope.level(), b.name)));
+    scoped
+}
+
 impl Coordinator {
     pub(super) fn apply_app(
         &mut self,
@@ -281,15 +297,7 @@ impl Coordinator {
         now: Timestamp,
     ) -> Evaluated {
         let pols = self.policies_for(spec);
-        let mut scoped: Vec<ScopedPolicy<'_>> = pols
-            .iter()
-            .map(|(n, s, r)| ScopedPolicy {
-                name: n,
-                scope: s,
-                rules: r,
-            })
-            .collect();
-        scoped.sort_by(|a, b| (a.scope.level(), a.name).cmp(&(b.scope.level(), b.name)));
+        let scoped = scoped_policies(&pols);
         let names: Vec<String> = scoped.iter().map(|p| p.name.to_string()).collect();
         let id = self.evaluations.next_pos() + 1;
         let mut ev = Evaluated {

@@ -12,7 +12,7 @@ use crate::field::FieldError;
 use crate::model::names::AppKey;
 use crate::model::policy::{Policy, PolicyScope};
 use crate::model::time::Timestamp;
-use crate::policy::{ScopedPolicy, resolve};
+use crate::policy::resolve;
 
 /// Conflicts named at most, so that the refusal stays readable.
 const MAX_NAMED: usize = 5;
@@ -46,15 +46,7 @@ impl Coordinator {
             let mut pols = self.policies_for(e.spec());
             pols.retain(|(n, _, _)| n != &p.name);
             pols.push((p.name.clone(), p.scope.clone(), p.rules.clone()));
-            let scoped: Vec<ScopedPolicy<'_>> = pols
-                .iter()
-                .map(|(n, s, r)| ScopedPolicy {
-                    name: n,
-                    scope: s,
-                    rules: r,
-                })
-                .collect();
-            if let Err(c) = resolve(&scoped) {
+            if let Err(c) = resolve(&super::apps::scoped_policies(&pols)) {
                 errs.push(FieldError::new(
                     "spec.rules",
                     format!("for running application {key}: {c}"),
