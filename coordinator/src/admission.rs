@@ -4,7 +4,7 @@
 
 use crate::model::application::Application;
 use crate::model::policy::image_matches;
-use crate::model::resources::{Bytes, MilliCpu};
+use crate::model::resources::{Bytes, GpuCount, MilliCpu};
 use crate::model::tenant::Tenant;
 use crate::placement::{Demand, ResVec};
 use crate::policy::{EffectivePolicy, PolicyCheck, Resolution};
@@ -113,6 +113,51 @@ fn decided_by(res: &[Resolution], field: &str) -> Option<String> {
     res.iter()
         .find(|r| r.field == field)
         .map(|r| r.decided_by.clone())
+}
+
+/// Checks `after`'s requests against cpu, memory and GPU limits (tenant-wide
+/// or of one pool: `rule` names the check, `scope` is said after the resource).
+fn request_limits(
+    check: &mut impl FnMut(&str, bool, String, Option<String>),
+    rule: &str,
+    scope: &str,
+    after: Charge,
+    (cpu, memory, gpu): (Option<MilliCpu>, Option<Bytes>, Option<GpuCount>),
+    source: &Option<String>,
+) {
+    if let Some(max) = cpu {
+        check(
+            &format!("{rule}.cpu"),
+            after.request.cpu <= max.get(),
+            format!(
+                "cpu requests{scope} {} with this one, quota {max}",
+                MilliCpu(after.request.cpu)
+            ),
+            source.clone(),
+        );
+    }
+    if let Some(max) = memory {
+        check(
+            &format!("{rule}.memory"),
+            after.request.memory <= max.get(),
+            format!(
+                "memory requests{scope} {} with this one, quota {max}",
+                Bytes(after.request.memory)
+            ),
+            source.clone(),
+        );
+    }
+    if let Some(max) = gpu {
+        check(
+            &format!("{rule}.gpu"),
+            after.request.gpu <= u64::from(max.get()),
+            format!(
+                "{} GPUs{scope} with this one, quota {max}",
+                after.request.gpu
+            ),
+            source.clone(),
+        );
+    }
 }
 
 /// Runs admission.
@@ -240,74 +285,24 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
             tenant_src.clone(),
         );
     }
-    if let Some(max) = q.cpu {
-        check(
-            "quota.cpu",
-            after.request.cpu <= max.get(),
-            format!(
-                "cpu requests {} with this one, quota {max}",
-                MilliCpu(after.request.cpu)
-            ),
-            tenant_src.clone(),
-        );
-    }
-    if let Some(max) = q.memory {
-        check(
-            "quota.memory",
-            after.request.memory <= max.get(),
-            format!(
-                "memory requests {} with this one, quota {max}",
-                Bytes(after.request.memory)
-            ),
-            tenant_src.clone(),
-        );
-    }
-    if let Some(max) = q.gpu {
-        check(
-            "quota.gpu",
-            after.request.gpu <= u64::from(max.get()),
-            format!("{} GPUs with this one, quota {max}", after.request.gpu),
-            tenant_src.clone(),
-        );
-    }
-
+    request_limits(
+        &mut check,
+        "quota",
+        "",
+        after,
+        (q.cpu, q.memory, q.gpu),
+        &tenant_src,
+    );
     // The tenant's share of the application's pool.
     if let Some(pq) = q.pools.get(pool) {
-        let after = req.pool_usage.plus(charge);
-        let src = Some(format!("tenant {} (pool {pool})", t.name));
-        if let Some(max) = pq.cpu {
-            check(
-                "quota.pools.cpu",
-                after.request.cpu <= max.get(),
-                format!(
-                    "cpu requests in pool {pool} {} with this one, quota {max}",
-                    MilliCpu(after.request.cpu)
-                ),
-                src.clone(),
-            );
-        }
-        if let Some(max) = pq.memory {
-            check(
-                "quota.pools.memory",
-                after.request.memory <= max.get(),
-                format!(
-                    "memory requests in pool {pool} {} with this one, quota {max}",
-                    Bytes(after.request.memory)
-                ),
-                src.clone(),
-            );
-        }
-        if let Some(max) = pq.gpu {
-            check(
-                "quota.pools.gpu",
-                after.request.gpu <= u64::from(max.get()),
-                format!(
-                    "{} GPUs in pool {pool} with this one, quota {max}",
-                    after.request.gpu
-                ),
-                src.clone(),
-            );
-        }
+        request_limits(
+            &mut check,
+            "quota.pools",
+            &format!(" in pool {pool}"),
+            req.pool_usage.plus(charge),
+            (pq.cpu, pq.memory, pq.gpu),
+            &Some(format!("tenant {} (pool {pool})", t.name)),
+        );
     }
 
     // Budget: totals at the replica maximum.

@@ -10,28 +10,38 @@
 //! kept on its node until it returns.
 
 use super::Coordinator;
-use super::entry::{Degradation, DegradationCause};
+use super::entry::{AppEntry, Degradation, DegradationCause};
 use crate::command::Outcome;
 use crate::lifecycle::{Input, Phase, SystemEvent, Trigger};
 use crate::model::failure::{Failure, InfrastructureFailure};
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
 use crate::placement::{NodeIdx, Placed};
-use crate::reconcile::{InstanceKey, ObservedState};
+use crate::reconcile::{Instance, InstanceKey, ObservedState};
 
 impl Coordinator {
+    /// Every instance placed on node `name`, with its application.
+    pub(super) fn instances_on<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = (&'a AppEntry, &'a InstanceKey, &'a Instance)> + 'a {
+        self.apps.values().flat_map(move |e| {
+            e.runtime
+                .instances
+                .iter()
+                .filter(move |(_, i)| i.node.as_deref() == Some(name))
+                .map(move |(k, i)| (e, k, i))
+        })
+    }
+
     /// Applications with an instance placed on node `name`.
     fn apps_on(&self, name: &str) -> Vec<AppKey> {
-        self.apps
-            .values()
-            .filter(|e| {
-                e.runtime
-                    .instances
-                    .values()
-                    .any(|i| i.node.as_deref() == Some(name))
-            })
-            .map(|e| e.key.clone())
-            .collect()
+        let mut keys: Vec<AppKey> = self
+            .instances_on(name)
+            .map(|(e, _, _)| e.key.clone())
+            .collect();
+        keys.dedup();
+        keys
     }
 
     /// The node went silent at `now`: no new placements there, its instances
@@ -107,24 +117,15 @@ impl Coordinator {
             return;
         }
         let missing: Vec<crate::reconcile::InstanceId> = self
-            .apps
-            .values()
-            .flat_map(|e| {
-                e.runtime
-                    .instances
-                    .iter()
-                    .filter(|(_, i)| {
-                        i.node.as_deref() == Some(node)
-                            && i.placement != 0
-                            && i.observed.is_live()
-                            && !placements.contains(&i.placement)
-                    })
-                    .map(|(k, i)| crate::reconcile::InstanceId {
-                        app: e.key.clone(),
-                        workload: k.workload.clone(),
-                        replica: k.replica,
-                        version: i.version,
-                    })
+            .instances_on(node)
+            .filter(|(_, _, i)| {
+                i.placement != 0 && i.observed.is_live() && !placements.contains(&i.placement)
+            })
+            .map(|(e, k, i)| crate::reconcile::InstanceId {
+                app: e.key.clone(),
+                workload: k.workload.clone(),
+                replica: k.replica,
+                version: i.version,
             })
             .collect();
         for id in missing {

@@ -177,15 +177,8 @@ impl Coordinator {
             return Err(CoordinatorError::NodeAlive(name.to_string()));
         }
         let placed: Vec<String> = self
-            .apps
-            .values()
-            .flat_map(|e| {
-                e.runtime
-                    .instances
-                    .iter()
-                    .filter(|(_, i)| i.node.as_deref() == Some(name))
-                    .map(move |(k, _)| format!("{}/{}/{}", e.key, k.workload, k.replica))
-            })
+            .instances_on(name)
+            .map(|(e, k, _)| format!("{}/{}/{}", e.key, k.workload, k.replica))
             .collect();
         if let Some(first) = placed.first() {
             return Err(CoordinatorError::NodeInUse {
