@@ -652,3 +652,82 @@ fn a_partitioned_node_stops_what_must_not_run_twice() {
         "web was never touched"
     );
 }
+
+/// Issue 19: `darosctl node drain NODE --wait` through a 3-server cluster moves a
+/// running process off its node: a new process runs on another node, the old one is
+/// gone from /proc and its cgroups are removed, the node is cordoned and says it is
+/// drained; `uncordon` ends the drain.
+#[test]
+fn a_drain_moves_running_work_to_another_node() {
+    let (_net, dir, hs) = form();
+    let text = "apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: drain-team}\nspec:\n  \
+                quota: {cpu: \"2\", memory: 1Gi}\n---\n\
+                apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: sleeper, tenant: drain-team}\n\
+                spec:\n  workloads:\n    - name: s\n      runtime: {type: process, os: linux}\n      \
+                image: /bin/sleep\n      resources: {cpu: {request: 100m}, memory: {request: 16Mi}}\n      \
+                runtimeSpec: {command: /bin/sleep, args: [\"3600\"]}\n";
+    let f = dir.path().join("sleeper.yaml");
+    std::fs::write(&f, text).unwrap();
+    let out = hs[0].ctl(&["apply", "-f", &f.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let running_on = || {
+        wait_for("sleeper Running", Duration::from_secs(60), || {
+            let d = hs[0].json(&["describe", "app", "sleeper"])?;
+            let i = &d["instances"][0];
+            let up = matches!(i["state"]["state"].as_str(), Some("running" | "ready"));
+            (d["phase"] == "Running" && up)
+                .then(|| i["node"].as_str().map(str::to_string))
+                .flatten()
+        })
+    };
+    let from = running_on();
+    let src = hs.iter().find(|h| h.name == from).unwrap();
+    let old = common::main_pid(&src.root, "drain-team.sleeper.s-v1.0");
+    assert_eq!(common::cmdline(old), ["/bin/sleep", "3600"]);
+
+    let started = Instant::now();
+    let out = hs[0].ctl(&["node", "drain", &from, "--wait", "--timeout", "90s"]);
+    assert!(
+        out.status.success(),
+        "{out:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "drain of {from} complete {:?} after it was asked",
+        started.elapsed()
+    );
+    assert!(!common::alive(old), "the old process is gone");
+    assert!(
+        app_cgroups(src.root.name(), "sleeper").is_empty(),
+        "its cgroups are removed on {from}"
+    );
+    let to = running_on();
+    assert_ne!(to, from);
+    let dst = hs.iter().find(|h| h.name == to).unwrap();
+    let new = common::main_pid(&dst.root, "drain-team.sleeper.s-v1.0");
+    assert_eq!(common::cmdline(new), ["/bin/sleep", "3600"]);
+    eprintln!("sleeper moved from {from} (pid {old}) to {to} (pid {new})");
+
+    let node = |name: &str| {
+        let list = hs[0].json(&["get", "nodes"]).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"]["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let n = node(&from);
+    assert_eq!(n["node"]["schedulable"], false, "{n}");
+    assert_eq!(n["drain"]["moved"], 1, "{n}");
+    assert!(n["drain"]["complete"].is_u64(), "{n}");
+    let table = hs[0].ctl(&["get", "nodes"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("no (drained)"),
+        "{table:?}"
+    );
+    assert!(hs[0].ctl(&["node", "uncordon", &from]).status.success());
+    let n = node(&from);
+    assert_eq!(n["node"]["schedulable"], true, "{n}");
+    assert!(n.get("drain").is_none(), "{n}");
+}

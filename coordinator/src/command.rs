@@ -95,6 +95,12 @@ pub enum Command {
         /// Node name.
         name: String,
     },
+    /// Cordons a node and moves its instances elsewhere, each workload
+    /// within its rollout budget (ended by `Uncordoned`).
+    DrainNode {
+        /// Node name.
+        name: String,
+    },
     /// Changes a node's condition.
     SetNodeCondition {
         /// Node name.

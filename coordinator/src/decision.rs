@@ -65,6 +65,8 @@ pub enum DecisionKind {
     Restore,
     /// A rollout completed, failed, or was rolled back.
     Rollout,
+    /// Instances moved off a draining node.
+    Drain,
 }
 
 /// Input constraints of an arbitration, summarised.

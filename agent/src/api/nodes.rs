@@ -1,6 +1,6 @@
 //! The cluster's nodes through the replicated coordinator: list them (as
-//! their agents measured them and operators declared them), cordon and
-//! uncordon them, and delete one that is gone.
+//! their agents measured them and operators declared them), cordon,
+//! uncordon and drain them, and delete one that is gone.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -46,8 +46,17 @@ pub fn routes() -> Vec<ApiRoute> {
         },
         ApiRoute {
             method: Method::POST,
+            path: "/v1/nodes/{name}/drain",
+            summary: "Drain a node: cordon it and move its instances elsewhere, each workload within its rollout budget (maxUnavailable / maxSurge); bound ones (disconnect.replace false) stay. Progress in GET /v1/nodes (drain); uncordon ends it",
+            params: NODE,
+            response: any,
+            errors: &[404, 503],
+            handler: axum::routing::post(drain),
+        },
+        ApiRoute {
+            method: Method::POST,
             path: "/v1/nodes/{name}/uncordon",
-            summary: "Uncordon a node: it takes new work again",
+            summary: "Uncordon a node: it takes new work again (ends a drain)",
             params: NODE,
             response: any,
             errors: &[404, 503],
@@ -85,6 +94,14 @@ async fn uncordon(
     Path(name): Path<String>,
 ) -> Result<Json<WriteResult>, ApiError> {
     condition(&s, name, NodeCondition::Uncordoned).await
+}
+
+async fn drain(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<WriteResult>, ApiError> {
+    let p = plane(&s)?;
+    write(&p, Command::DrainNode { name }).await
 }
 
 async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

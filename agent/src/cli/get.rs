@@ -130,6 +130,11 @@ pub async fn run(
                             .join(","),
                         if !v.registered {
                             "no (no agent registered it)".into()
+                        } else if let Some(d) = &v.drain {
+                            match d.complete {
+                                Some(_) => "no (drained)".into(),
+                                None => format!("no (draining: {} waiting)", d.waiting.len()),
+                            }
                         } else if !n.schedulable {
                             "no (cordoned)".into()
                         } else if v.down_since.is_some() {

@@ -55,7 +55,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show the node: CPU, memory, disks, network, pressure, GPUs, agent.
+    /// Show this node (CPU, memory, disks, network, pressure, GPUs, agent),
+    /// or `node cordon|uncordon|drain NODE` on a cluster node.
     Node(node::NodeArgs),
     /// List workloads, or show one by id.
     Workloads(workloads::WorkloadsArgs),
@@ -82,8 +83,12 @@ pub enum Command {
     Delete(delete::DeleteArgs),
     /// Cordon a node: it takes no new work; what runs there stays.
     Cordon(cordon::CordonArgs),
-    /// Uncordon a node: it takes new work again.
+    /// Uncordon a node: it takes new work again (ends a drain).
     Uncordon(cordon::CordonArgs),
+    /// Drain a node: cordon it and move its instances elsewhere, each
+    /// workload within its rollout budget.
+    Drain(cordon::DrainArgs),
+
     /// Return an application to an earlier version (as a new version).
     Rollback(rollback::RollbackArgs),
     /// Operate on an application: start, stop, restore, retry, abort (a rollout), scale.
@@ -148,6 +153,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Delete(a) => rt.block_on(delete::run(&client, cli.output, a, out)),
         Command::Cordon(a) => rt.block_on(cordon::run(&client, cli.output, a, true, out)),
         Command::Uncordon(a) => rt.block_on(cordon::run(&client, cli.output, a, false, out)),
+        Command::Drain(a) => rt.block_on(cordon::drain(&client, cli.output, a, out)),
         Command::Rollback(a) => rt.block_on(rollback::run(&client, cli.output, a, out)),
         Command::Operate(a) => rt.block_on(rollback::operate(&client, cli.output, a, out)),
         Command::Logs(a) => rt.block_on(logs::run(&client, cli.output, a, out)),

@@ -1,4 +1,5 @@
-//! `darosctl node`.
+//! `darosctl node`: this node's measurements; `darosctl node
+//! cordon|uncordon|drain NODE` acts on a cluster node.
 
 use std::io::Write;
 
@@ -9,15 +10,22 @@ use crate::model::{NodeSample, PressureSample, PsiSample};
 
 /// Arguments of `darosctl node`.
 #[derive(Debug, clap::Args)]
-pub struct NodeArgs {}
+pub struct NodeArgs {
+    /// A verb on a cluster node; without one, this node is shown.
+    #[command(subcommand)]
+    pub verb: Option<super::cordon::NodeVerb>,
+}
 
 /// Runs `darosctl node`.
 pub async fn run(
     client: &Client,
     fmt: OutputFormat,
-    _a: NodeArgs,
+    a: NodeArgs,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
+    if let Some(verb) = a.verb {
+        return super::cordon::node(client, fmt, verb, out).await;
+    }
     let n = client.node().await?;
     print(out, fmt, &n, || render(&n))?;
     Ok(())

@@ -197,6 +197,9 @@ pub struct NodeView {
     /// The capacity its agent measured, when it registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<daros_coordinator::model::node::NodeCapacity>,
+    /// Its drain, when one was asked (until uncordoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<daros_coordinator::state::drain::Drain>,
 }
 
 fn yes() -> bool {
@@ -389,6 +392,7 @@ impl CoordinatorState {
                         down_since: n.down,
                         registered: n.registered,
                         measured: c.measured_node(&n.spec.name).map(|m| m.capacity),
+                        drain: c.drain(&n.spec.name).cloned(),
                     })
                     .collect::<Vec<_>>(),
             )),

@@ -675,6 +675,16 @@ impl Drop for RestartableDarosd {
     }
 }
 
+/// A process's command line (`/proc/PID/cmdline`).
+pub fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
 /// `KEY=value` pairs of a process's environment (`/proc/PID/environ`).
 pub fn environ(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/environ"))

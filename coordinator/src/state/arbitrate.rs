@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Replicas of `spec` to place, in dependency order: for each workload the
 /// replicas below `targets[w]` that `wanted(w, r)` selects.
-fn replicas_in_order(
+pub(super) fn replicas_in_order(
     spec: &Application,
     targets: &BTreeMap<String, u32>,
     wanted: impl Fn(&str, u32) -> bool,
@@ -199,7 +199,7 @@ impl Coordinator {
 
     /// Runs the gang placement for `key` with `spec` (borrowing the cluster
     /// mutably and the applications for victim checks).
-    fn run_gang(
+    pub(super) fn run_gang(
         &mut self,
         key: &AppKey,
         spec: &Application,
@@ -257,7 +257,7 @@ impl Coordinator {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn placement_decision(
+    pub(super) fn placement_decision(
         &mut self,
         key: &AppKey,
         kind: DecisionKind,

@@ -220,6 +220,8 @@ impl Coordinator {
     pub fn tick_due(&self, now: Timestamp) -> bool {
         self.apps.values().any(|e| {
             e.wake_at.is_some_and(|w| w <= now) || e.phase == crate::lifecycle::Phase::Degraded
+        }) || self.drains.values().any(|d| {
+            d.complete.is_none() && d.failed.values().any(|(e, _)| *e < self.capacity_epoch)
         })
     }
 }

@@ -6,6 +6,7 @@
 mod apps;
 mod arbitrate;
 pub mod desired;
+pub mod drain;
 pub mod entry;
 mod headline;
 pub mod history;
@@ -84,6 +85,9 @@ pub struct Coordinator {
     /// Nodes as their agents registered them (what they measured), by name.
     #[serde(default)]
     measured: BTreeMap<String, crate::model::node::ExecutionNode>,
+    /// Drains asked by operators, by node name.
+    #[serde(default)]
+    drains: BTreeMap<String, drain::Drain>,
 }
 
 impl Coordinator {
@@ -124,6 +128,7 @@ impl Coordinator {
                 self.register_node(node);
             }
             Command::DeleteNode { name } => self.cmd_delete_node(&name)?,
+            Command::DrainNode { name } => self.cmd_drain(&name, now, &mut out)?,
             Command::SetNodeCondition { node, condition } => {
                 self.cmd_node_condition(&node, condition, now, &mut out)?
             }
@@ -392,6 +397,7 @@ impl Coordinator {
             NodeCondition::Down => self.node_down(idx, now, out),
             NodeCondition::Uncordoned => {
                 self.cluster.set_schedulable(idx, true);
+                self.end_drain(node);
                 self.capacity_epoch += 1;
             }
             NodeCondition::Cordoned => self.cluster.set_schedulable(idx, false),
@@ -402,6 +408,11 @@ impl Coordinator {
     /// The placement view of the cluster.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// The drain of node `name`, when one was asked (until uncordoned).
+    pub fn drain(&self, name: &str) -> Option<&drain::Drain> {
+        self.drains.get(name)
     }
 
     /// Configuration.

@@ -190,6 +190,7 @@ impl Coordinator {
         self.cluster.remove_node(name);
         self.declared.remove(name);
         self.measured.remove(name);
+        self.drains.remove(name);
         self.capacity_epoch += 1;
         Ok(())
     }

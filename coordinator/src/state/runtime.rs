@@ -207,6 +207,8 @@ impl Coordinator {
             }
         }
         self.replan(&id.app, now, out);
+        // A stopped or ready instance may be what a drain waits for.
+        self.drain_step(now, out);
         Ok(())
     }
 
@@ -253,5 +255,6 @@ impl Coordinator {
             self.replan(&key, now, out);
         }
         self.auto_restore(now, out);
+        self.drain_step(now, out);
     }
 }
