@@ -685,6 +685,19 @@ fn a_drain_moves_running_work_to_another_node() {
     let old = common::main_pid(&src.root, "drain-team.sleeper.s-v1.0");
     assert_eq!(common::cmdline(old), ["/bin/sleep", "3600"]);
 
+    // Predicted first: the sleeper would move, nothing would be left behind.
+    let w = hs[0].json(&["what-if", "--drain", &from]).unwrap();
+    assert_eq!(w["conflicts"], serde_json::json!([]), "{w}");
+    let e = &w["explanations"][0];
+    assert_eq!(
+        (e["kind"].as_str(), e["accepted"].as_bool()),
+        (Some("Drain"), Some(true)),
+        "{w}"
+    );
+    assert_ne!(e["placements"][0]["selected"], from.as_str(), "{w}");
+    let bad = hs[0].ctl(&["what-if", "--drain", "no-such-node"]);
+    assert_eq!(bad.status.code(), Some(3), "{bad:?}");
+
     let started = Instant::now();
     let out = hs[0].ctl(&["node", "drain", &from, "--wait", "--timeout", "90s"]);
     assert!(

@@ -206,3 +206,14 @@ pub struct Outcome {
     /// Other remarks (unchanged specs, ignored stale reports).
     pub notes: Vec<String>,
 }
+
+impl Outcome {
+    /// Appends what a later command did.
+    pub fn merge(&mut self, later: Outcome) {
+        self.events.extend(later.events);
+        self.decisions.extend(later.decisions);
+        self.actions.extend(later.actions);
+        self.refusals.extend(later.refusals);
+        self.notes.extend(later.notes);
+    }
+}

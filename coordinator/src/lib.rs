@@ -58,4 +58,4 @@ pub use model::time::Timestamp;
 pub use reconcile::{InitJobId, InstanceId, ObservedState, RuntimeAction};
 pub use spec::{Document, Format};
 pub use state::{AppDescription, AppSummary, Coordinator, CoordinatorConfig};
-pub use whatif::WhatIfReport;
+pub use whatif::{NodeEvent, WhatIfReport};

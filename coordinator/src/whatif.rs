@@ -1,6 +1,6 @@
-//! What-if (seed 000 §11.4.2): applies documents to a copy of the state and
-//! reports the predicted decisions, conflicts and suggestions. The real
-//! state is not touched.
+//! What-if (seed 000 §11.4.2): applies documents — or a node's loss or
+//! drain — to a copy of the state and reports the predicted decisions,
+//! conflicts and suggestions. The real state is not touched.
 
 use crate::command::{Command, Outcome};
 use crate::decision::Explanation;
@@ -8,7 +8,7 @@ use crate::error::CoordinatorError;
 use crate::lifecycle::Phase;
 use crate::model::names::AppKey;
 use crate::model::resources::MilliCpu;
-use crate::model::time::Timestamp;
+use crate::model::time::{DurationMs, Timestamp};
 use crate::placement::RejectReason;
 use crate::spec::Document;
 use crate::state::Coordinator;
@@ -109,6 +109,84 @@ impl Coordinator {
     }
 }
 
+/// A node event to predict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeEvent {
+    /// The node goes silent and stays so past every `disconnect.lostAfter`
+    /// of its instances (they are lost and placed elsewhere, per policy).
+    Loss,
+    /// An operator drains it.
+    Drain,
+}
+
+impl Coordinator {
+    /// Predicts what `event` on node `node` at `now` would do to the
+    /// applications placed there. Changes nothing.
+    pub fn what_if_node(
+        &self,
+        node: &str,
+        event: NodeEvent,
+        now: Timestamp,
+    ) -> Result<WhatIfReport, CoordinatorError> {
+        let affected = self.apps_with_instances_on(node);
+        let mut sim = self.clone();
+        let mut outcome = match event {
+            NodeEvent::Loss => sim.apply(
+                Command::SetNodeCondition {
+                    node: node.to_string(),
+                    condition: crate::command::NodeCondition::Down,
+                },
+                now,
+            )?,
+            NodeEvent::Drain => sim.apply(
+                Command::DrainNode {
+                    name: node.to_string(),
+                },
+                now,
+            )?,
+        };
+        if event == NodeEvent::Loss {
+            // Past the longest lostAfter: every instance that is to be lost is.
+            let at = now.plus(self.longest_lost_after(node)).plus(DurationMs(1));
+            outcome.merge(sim.apply(Command::Tick, at)?);
+        }
+        let explanations: Vec<Explanation> = outcome
+            .decisions
+            .iter()
+            .filter_map(|d| sim.explain(*d).ok())
+            .collect();
+        // What would not find a new home: refused re-placements, instances
+        // kept for their node, a drain's waiting list.
+        let mut conflicts: Vec<String> = explanations
+            .iter()
+            .filter(|e| !e.accepted)
+            .map(|e| format!("{}: not re-placed: {}", e.app, e.reason))
+            .collect();
+        if event == NodeEvent::Loss {
+            conflicts.extend(
+                affected
+                    .iter()
+                    .filter(|k| sim.still_unreachable_on(k, node))
+                    .map(|k| {
+                        format!("{k}: kept on {node} until it returns (disconnect.replace: false)")
+                    }),
+            );
+        }
+        if let Some(d) = sim.drain(node) {
+            conflicts.extend(d.waiting.iter().map(|w| format!("drain waits: {w}")));
+        }
+        let suggestions = suggest(&sim, &explanations);
+        Ok(WhatIfReport {
+            phases: affected.iter().map(|k| (k.clone(), sim.phase(k))).collect(),
+            outcome,
+            explanations,
+            conflicts,
+            suggestions,
+        })
+    }
+}
+
 fn suggest(sim: &Coordinator, explanations: &[Explanation]) -> Vec<String> {
     let mut out = Vec::new();
     for e in explanations.iter().filter(|e| !e.accepted) {
@@ -147,6 +225,7 @@ fn suggest(sim: &Coordinator, explanations: &[Explanation]) -> Vec<String> {
                             pool.members
                                 .iter()
                                 .filter_map(|&i| sim.cluster().node(i))
+                                .filter(|n| n.takes_work())
                                 .map(|n| n.free_cpu())
                                 .max()
                                 .unwrap_or(0)

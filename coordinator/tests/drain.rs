@@ -200,3 +200,71 @@ fn uncordon_ends_it_and_unknown_nodes_are_refused() {
     let e = drain(&mut c, "nope", 12).unwrap_err();
     assert!(matches!(e, CoordinatorError::UnknownNode(_)), "{e}");
 }
+
+/// What-if of a drain and of a node's loss: predicted on a copy (the real
+/// state is untouched), naming what would move, what would wait, and which
+/// applications would end up Degraded.
+#[test]
+fn what_if_of_a_drain_and_of_a_node_loss() {
+    let apps = format!(
+        "{}{}{}",
+        app("a-low", 10, 1, "2", ""),
+        app("z-high", 500, 1, "2", ""),
+        app("bound", 100, 1, "100m", ", disconnect: {replace: false}")
+    );
+    let c = setup(&apps, "2");
+    let before = format!("{c:?}");
+
+    let r = c.what_if_node("n1", NodeEvent::Drain, t(10)).unwrap();
+    assert_eq!(format!("{c:?}"), before, "nothing changed");
+    assert!(c.drain("n1").is_none());
+    let conflicts = r.conflicts.join("\n");
+    assert!(
+        conflicts.contains("drain waits: acme/a-low: 1 instance(s) wait: no other node takes them"),
+        "{conflicts}"
+    );
+    assert!(
+        conflicts.contains("drain waits: acme/bound/w/0: bound to its node"),
+        "{conflicts}"
+    );
+    assert_eq!(r.phases.len(), 3, "{:?}", r.phases);
+    let moved: Vec<_> = r
+        .explanations
+        .iter()
+        .filter(|e| e.accepted)
+        .map(|e| e.app.to_string())
+        .collect();
+    assert_eq!(moved, ["acme/z-high"]);
+
+    // Loss: past lostAfter the high-priority app is re-placed on n2 first, the
+    // low one cannot be, the bound one waits for its node.
+    let r = c.what_if_node("n1", NodeEvent::Loss, t(10)).unwrap();
+    assert_eq!(format!("{c:?}"), before, "nothing changed");
+    let placed: Vec<(String, bool)> = r
+        .explanations
+        .iter()
+        .map(|e| (e.app.name.clone(), e.accepted))
+        .collect();
+    assert_eq!(
+        placed,
+        [("z-high".to_string(), true), ("a-low".to_string(), false)],
+        "recovery by priority: {r:?}"
+    );
+    let conflicts = r.conflicts.join("\n");
+    assert!(
+        conflicts.contains("acme/a-low: not re-placed: no node of pool default"),
+        "{conflicts}"
+    );
+    assert!(
+        conflicts.contains("acme/bound: kept on n1 until it returns (disconnect.replace: false)"),
+        "{conflicts}"
+    );
+    assert!(!conflicts.contains("z-high"), "{conflicts}");
+    assert!(
+        r.suggestions.iter().any(|s| s.contains("acme/a-low")),
+        "{:?}",
+        r.suggestions
+    );
+    // Unknown node.
+    assert!(c.what_if_node("nope", NodeEvent::Drain, t(10)).is_err());
+}

@@ -3,7 +3,8 @@
 //! uncordon and drain them, and delete one that is gone.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::Method;
 use axum::routing::get;
 use daros_coordinator::{Command, NodeCondition};
@@ -54,6 +55,15 @@ pub fn routes() -> Vec<ApiRoute> {
             handler: axum::routing::post(drain),
         },
         ApiRoute {
+            method: Method::GET,
+            path: "/v1/nodes/{name}/whatif",
+            summary: "Predict a node's loss (silent past every lostAfter) or its drain: what would move where, what would not and why; changes nothing",
+            params: WHATIF,
+            response: any,
+            errors: &[400, 404, 503],
+            handler: get(what_if),
+        },
+        ApiRoute {
             method: Method::POST,
             path: "/v1/nodes/{name}/uncordon",
             summary: "Uncordon a node: it takes new work again (ends a drain)",
@@ -102,6 +112,49 @@ async fn drain(
 ) -> Result<Json<WriteResult>, ApiError> {
     let p = plane(&s)?;
     write(&p, Command::DrainNode { name }).await
+}
+
+const WHATIF: &[Param] = &[
+    Param {
+        name: "name",
+        location: "path",
+        required: true,
+        description: "Node name",
+        values: &[],
+    },
+    Param {
+        name: "event",
+        location: "query",
+        required: true,
+        description: "What to predict",
+        values: &["loss", "drain"],
+    },
+];
+
+/// Query of the node what-if route.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WhatIfQuery {
+    /// `loss` or `drain`.
+    event: daros_coordinator::NodeEvent,
+}
+
+async fn what_if(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    q: Result<Query<WhatIfQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q?;
+    let now = crate::control::plane::now();
+    Ok(Json(
+        plane(&s)?
+            .query(ControlQuery::WhatIfNode {
+                node: name,
+                event: q.event,
+                now,
+            })
+            .await?,
+    ))
 }
 
 async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -100,7 +100,12 @@ pub async fn drain(
                 "node {} not drained after {}; waiting: {}",
                 a.node,
                 a.timeout,
-                d.waiting.join("; ")
+                d.moving
+                    .iter()
+                    .chain(&d.waiting)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
         }
         if d.waiting != last {

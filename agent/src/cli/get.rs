@@ -133,7 +133,11 @@ pub async fn run(
                         } else if let Some(d) = &v.drain {
                             match d.complete {
                                 Some(_) => "no (drained)".into(),
-                                None => format!("no (draining: {} waiting)", d.waiting.len()),
+                                None => format!(
+                                    "no (draining: {} moving, {} waiting)",
+                                    d.moving.len(),
+                                    d.waiting.len()
+                                ),
                             }
                         } else if !n.schedulable {
                             "no (cordoned)".into()

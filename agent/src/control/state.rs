@@ -137,6 +137,15 @@ pub enum ControlQuery {
         /// Reader's time.
         now: Timestamp,
     },
+    /// Predicts a node's loss or drain; changes nothing.
+    WhatIfNode {
+        /// Node name.
+        node: String,
+        /// What happens to it.
+        event: daros_coordinator::NodeEvent,
+        /// Reader's time.
+        now: Timestamp,
+    },
     /// Registered nodes.
     Nodes,
     /// Tenants with what their applications hold.
@@ -383,6 +392,9 @@ impl CoordinatorState {
             }
             ControlQuery::WhatIf { documents, now } => {
                 json(serde_json::to_value(c.what_if(documents.clone(), *now)?))
+            }
+            ControlQuery::WhatIfNode { node, event, now } => {
+                json(serde_json::to_value(c.what_if_node(node, *event, *now)?))
             }
             ControlQuery::Nodes => json(serde_json::to_value(
                 c.cluster()

@@ -364,12 +364,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     } else if unavailable < rp.max_unavailable {
                         unavailable += 1;
                         p.actions.push(RuntimeAction {
-                            node: old_node,
+                            node: old_node.clone(),
                             not_before: None,
-                            reason: format!(
-                                "rolling update to version {}: stop version {} first",
-                                inst.version, old.version
-                            ),
+                            reason: if old.version == inst.version {
+                                format!("moving to {node}: stop the copy on {old_node} first")
+                            } else {
+                                format!(
+                                    "rolling update to version {}: stop version {} first",
+                                    inst.version, old.version
+                                )
+                            },
                             kind: ActionKind::Stop {
                                 instance: old_id,
                                 placement: old.placement,
@@ -395,12 +399,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 if old.surge && new_ready {
                     if old.live() {
                         p.actions.push(RuntimeAction {
-                            node: old_node,
+                            node: old_node.clone(),
                             not_before: None,
-                            reason: format!(
-                                "rolling update: version {} is ready, stop version {}",
-                                inst.version, old.version
-                            ),
+                            reason: if old.version == inst.version {
+                                format!("moved: ready on {node}, stop the copy on {old_node}")
+                            } else {
+                                format!(
+                                    "rolling update: version {} is ready, stop version {}",
+                                    inst.version, old.version
+                                )
+                            },
                             kind: ActionKind::Stop {
                                 instance: old_id,
                                 placement: old.placement,

@@ -32,7 +32,11 @@ pub struct Drain {
     pub since: Timestamp,
     /// Instances moved off so far.
     pub moved: u32,
-    /// What still runs there, and why it waits.
+    /// Instances on their way off (stopping, or waiting for their
+    /// replacement to be ready).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moving: Vec<String>,
+    /// What stays there for now, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
     /// When nothing movable ran there any more.
@@ -48,6 +52,8 @@ pub struct Drain {
 enum Disposition {
     /// Placed elsewhere now.
     Move,
+    /// On its way off.
+    Moving(String),
     /// Stays, for this reason.
     Wait(String),
     /// Nothing runs (completed, or already on its way off).
@@ -132,6 +138,7 @@ impl Coordinator {
         }
         // What still runs there after this step, and why.
         let mut waiting = Vec::new();
+        let mut moving = Vec::new();
         for (_, _, key) in &apps {
             let Some(e) = self.apps.get(key) else {
                 continue;
@@ -140,6 +147,7 @@ impl Coordinator {
             for (k, i) in &e.runtime.instances {
                 match Self::disposition(e, k, i, node) {
                     Disposition::Wait(why) => waiting.push(why),
+                    Disposition::Moving(what) => moving.push(what),
                     Disposition::Move => unplaced += 1,
                     Disposition::Gone => {}
                 }
@@ -157,8 +165,9 @@ impl Coordinator {
             return;
         };
         d.moved += moved;
-        let done = waiting.is_empty();
+        let done = waiting.is_empty() && moving.is_empty();
         d.waiting = waiting;
+        d.moving = moving;
         if done && d.complete.is_none() {
             d.complete = Some(now);
             out.notes.push(format!(
@@ -199,7 +208,7 @@ impl Coordinator {
         if let Some(o) = &i.replacing {
             if o.node.as_deref() == Some(node) && !o.stopped {
                 let to = i.node.as_deref().unwrap_or("?");
-                return Disposition::Wait(if o.live() {
+                return Disposition::Moving(if o.live() {
                     format!("{name}: waits for its replacement on {to} to be ready")
                 } else {
                     format!("{name}: stopping (replaced on {to})")

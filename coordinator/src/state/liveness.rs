@@ -44,6 +44,30 @@ impl Coordinator {
         keys
     }
 
+    /// Applications with an instance placed on node `name` (what-if).
+    pub(crate) fn apps_with_instances_on(&self, name: &str) -> Vec<AppKey> {
+        self.apps_on(name)
+    }
+
+    /// True when application `key` still has an unreachable instance on
+    /// node `name` (one its disconnect policy keeps there).
+    pub(crate) fn still_unreachable_on(&self, key: &AppKey, name: &str) -> bool {
+        self.instances_on(name)
+            .any(|(e, _, i)| &e.key == key && i.disconnected.is_some())
+    }
+
+    /// The longest `disconnect.lostAfter` of the instances on node `name`.
+    pub(crate) fn longest_lost_after(&self, name: &str) -> crate::model::time::DurationMs {
+        self.instances_on(name)
+            .filter_map(|(e, k, _)| {
+                let spec = e.spec();
+                spec.workload(&k.workload)
+                    .map(|w| spec.lifecycle_of(w).disconnect.lost_after)
+            })
+            .max()
+            .unwrap_or_default()
+    }
+
     /// The node went silent at `now`: no new placements there, its instances
     /// are unreachable from now on.
     pub(super) fn node_down(&mut self, idx: NodeIdx, now: Timestamp, out: &mut Outcome) {

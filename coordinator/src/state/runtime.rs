@@ -244,13 +244,22 @@ impl Coordinator {
     }
 
     pub(super) fn cmd_tick(&mut self, now: Timestamp, out: &mut Outcome) {
-        let due: Vec<AppKey> = self
+        // Highest priority first: lost instances re-placed in this tick take
+        // capacity in that order (recovery ordered by priority).
+        let mut due: Vec<(std::cmp::Reverse<u32>, u64, AppKey)> = self
             .apps
             .values()
             .filter(|e| e.wake_at.is_some_and(|w| w <= now))
-            .map(|e| e.key.clone())
+            .map(|e| {
+                (
+                    std::cmp::Reverse(e.spec().spec.priority),
+                    e.admitted_seq,
+                    e.key.clone(),
+                )
+            })
             .collect();
-        for key in due {
+        due.sort();
+        for (_, _, key) in due {
             self.expire_lost(&key, now, out);
             self.replan(&key, now, out);
         }
