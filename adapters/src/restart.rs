@@ -3,7 +3,8 @@
 //! `Backoff::delay`, `resetAfter`). A pure function: the supervisors only
 //! execute its answer with timers.
 
-use daros_coordinator::model::lifecycle_policy::{LifecyclePolicy, OnExhausted};
+use daros_coordinator::model::failure::Failure;
+use daros_coordinator::model::lifecycle_policy::{FailureAction, LifecyclePolicy, OnExhausted};
 use daros_coordinator::model::time::DurationMs;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,27 @@ pub fn decide(
     }
 }
 
+/// [`decide`] for a run that ended with `failure` (`None`: it ended well):
+/// a failure whose category the policy's `onFailure` does not restart gives
+/// up at once with that action.
+pub fn decide_for(
+    policy: &LifecyclePolicy,
+    failure: Option<&Failure>,
+    restarts: u32,
+    ran_for: DurationMs,
+) -> RestartDecision {
+    let action = failure.map(|f| policy.on_failure.action(f.category()));
+    match action {
+        Some(FailureAction::WaitForOperator) => RestartDecision::GiveUp {
+            on_exhausted: OnExhausted::WaitForOperator,
+        },
+        Some(FailureAction::FailAndStopDependents) => RestartDecision::GiveUp {
+            on_exhausted: OnExhausted::FailAndStopDependents,
+        },
+        _ => decide(policy, failure.is_some(), restarts, ran_for),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +92,7 @@ mod tests {
                 multiplier: 2,
             },
             on_exhausted: OnExhausted::WaitForOperator,
+            on_failure: Default::default(),
             reset_after: DurationMs::from_secs(60),
             disconnect: Default::default(),
             rollout: Default::default(),
@@ -134,5 +157,29 @@ mod tests {
             decide(&n, true, 0, DurationMs(1)),
             RestartDecision::GiveUp { .. }
         ));
+    }
+
+    #[test]
+    fn on_failure_gives_up_per_category() {
+        use daros_coordinator::model::failure::RuntimeFailure;
+        let mut p = policy(RestartPolicy::Always, None);
+        p.on_failure.out_of_memory = Some(FailureAction::WaitForOperator);
+        let oom = Failure::Runtime(RuntimeFailure::OutOfMemory { limit: None });
+        let crash = Failure::Runtime(RuntimeFailure::ProcessExit {
+            exit_code: Some(1),
+            signal: None,
+        });
+        let short = DurationMs(10);
+        assert_eq!(
+            decide_for(&p, Some(&oom), 0, short),
+            RestartDecision::GiveUp {
+                on_exhausted: OnExhausted::WaitForOperator
+            }
+        );
+        assert!(matches!(
+            decide_for(&p, Some(&crash), 0, short),
+            RestartDecision::Restart { attempt: 1, .. }
+        ));
+        assert_eq!(decide_for(&p, None, 0, short), decide(&p, false, 0, short));
     }
 }

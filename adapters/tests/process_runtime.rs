@@ -355,6 +355,7 @@ fn policy(
             multiplier: 2,
         },
         on_exhausted: OnExhausted::WaitForOperator,
+        on_failure: Default::default(),
         reset_after: DurationMs::from_secs(600),
         disconnect: Default::default(),
         rollout: Default::default(),

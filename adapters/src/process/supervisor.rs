@@ -17,7 +17,7 @@ use crate::error::AdapterError;
 use crate::event::{EventBus, RuntimeEventKind};
 use crate::health::{CheckState, ExecContext, HealthEvent, HealthMonitor};
 use crate::instance::AdapterKind;
-use crate::restart::{RestartDecision, decide};
+use crate::restart::{RestartDecision, decide_for};
 use crate::status::{ExitStatus, InstanceState, RuntimeDetail, WorkloadStatus};
 use crate::time::now;
 use daros_coordinator::model::failure::{Failure, RuntimeFailure};
@@ -502,17 +502,22 @@ impl Supervisor {
             self.rec.last_failure = None;
         }
         let ran_for = now().since(run.started.started_at);
-        self.apply_policy(failure.is_some(), ran_for, &status.to_string());
+        self.apply_policy(failure.as_ref(), ran_for, &status.to_string());
     }
 
-    fn apply_policy(&mut self, failed: bool, ran_for: DurationMs, what: &str) {
+    fn apply_policy(&mut self, failure: Option<&Failure>, ran_for: DurationMs, what: &str) {
         if self.rec.desired == Desired::Stopped {
             self.rec.state = InstanceState::Stopped;
             self.persist();
             self.emit(RuntimeEventKind::Stopped);
             return;
         }
-        match decide(&self.rec.spec.lifecycle, failed, self.rec.restarts, ran_for) {
+        match decide_for(
+            &self.rec.spec.lifecycle,
+            failure,
+            self.rec.restarts,
+            ran_for,
+        ) {
             RestartDecision::Restart { attempt, delay } => {
                 self.rec.restarts = attempt;
                 self.rec.total_restarts = self.rec.total_restarts.saturating_add(1);
@@ -551,7 +556,12 @@ impl Supervisor {
             self.rec.last_failure = Some(f.clone());
             self.emit(RuntimeEventKind::Failed { failure: f.clone() });
         }
-        self.apply_policy(true, DurationMs(0), &e.to_string());
+        let failure = failure.unwrap_or(Failure::Runtime(
+            RuntimeFailure::AdapterCommunicationError {
+                detail: e.to_string(),
+            },
+        ));
+        self.apply_policy(Some(&failure), DurationMs(0), &e.to_string());
     }
 
     async fn on_health(&mut self, ev: HealthEvent) {

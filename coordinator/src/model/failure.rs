@@ -87,6 +87,53 @@ pub enum Failure {
     },
 }
 
+/// The categories of seed 000 §4.7.1 a lifecycle policy reacts to, with
+/// out-of-memory kills apart from other runtime failures (restarting them
+/// unchanged rarely helps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureCategory {
+    /// Node down, network partition.
+    Infrastructure,
+    /// Crash, exit, adapter error (not OOM).
+    Runtime,
+    /// Killed at its memory limit.
+    OutOfMemory,
+    /// Failing health check, business error.
+    Application,
+    /// A D-AROS component failed.
+    ControlPlane,
+    /// A placement or security policy (node admission) refused it.
+    PolicyViolation,
+}
+
+impl fmt::Display for FailureCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureCategory::Infrastructure => "infrastructure",
+            FailureCategory::Runtime => "runtime",
+            FailureCategory::OutOfMemory => "outOfMemory",
+            FailureCategory::Application => "application",
+            FailureCategory::ControlPlane => "controlPlane",
+            FailureCategory::PolicyViolation => "policyViolation",
+        })
+    }
+}
+
+impl Failure {
+    /// Its category.
+    pub fn category(&self) -> FailureCategory {
+        match self {
+            Failure::Infrastructure { .. } => FailureCategory::Infrastructure,
+            Failure::Runtime(RuntimeFailure::OutOfMemory { .. }) => FailureCategory::OutOfMemory,
+            Failure::Runtime(_) => FailureCategory::Runtime,
+            Failure::Application { .. } => FailureCategory::Application,
+            Failure::ControlPlane { .. } => FailureCategory::ControlPlane,
+            Failure::PolicyViolation { .. } => FailureCategory::PolicyViolation,
+        }
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

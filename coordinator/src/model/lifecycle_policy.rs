@@ -2,6 +2,7 @@
 //! and backoff, wait for an operator, or fail and stop its dependents.
 
 use super::disconnect::DisconnectPolicy;
+use super::failure::FailureCategory;
 use super::rollout::RolloutPolicy;
 use super::time::DurationMs;
 use crate::field::{FieldError, join};
@@ -29,6 +30,65 @@ pub enum OnExhausted {
     /// the failing one.
     #[default]
     FailAndStopDependents,
+}
+
+/// What a workload does about a failure of one category (seed 000 §4.7.2:
+/// restart by default, wait for an operator, or fail and stop dependents).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailureAction {
+    /// Restart per `restart`, `maxRetries` and `backoff`; `onExhausted`
+    /// applies once no restart is left.
+    #[default]
+    Restart,
+    /// Hold at once, without restarting, until an operator acts.
+    WaitForOperator,
+    /// Fail the application at once and stop the dependents.
+    FailAndStopDependents,
+}
+
+/// Per failure category (seed 000 §4.7.1), the action that replaces the
+/// default `Restart`; a category left out restarts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OnFailure {
+    /// Node down, network partition (a lost instance placed elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<FailureAction>,
+    /// Crash, non-zero exit, adapter error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<FailureAction>,
+    /// Killed at its memory limit (default: as `runtime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_memory: Option<FailureAction>,
+    /// Failing liveness check, business error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<FailureAction>,
+    /// A D-AROS component failed (e.g. the node lost track of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<FailureAction>,
+    /// A policy refused it (e.g. the node's admission of its reservation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_violation: Option<FailureAction>,
+}
+
+impl OnFailure {
+    /// The action for a failure of category `c`.
+    pub fn action(&self, c: FailureCategory) -> FailureAction {
+        let own = match c {
+            FailureCategory::Infrastructure => self.infrastructure,
+            FailureCategory::Runtime => self.runtime,
+            FailureCategory::OutOfMemory => self.out_of_memory.or(self.runtime),
+            FailureCategory::Application => self.application,
+            FailureCategory::ControlPlane => self.control_plane,
+            FailureCategory::PolicyViolation => self.policy_violation,
+        };
+        own.unwrap_or_default()
+    }
+
+    /// True when every category restarts (the default).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Exponential backoff between restarts.
@@ -117,6 +177,9 @@ pub struct LifecyclePolicy {
     /// `FailAndStopDependents`).
     #[serde(default)]
     pub on_exhausted: OnExhausted,
+    /// Per failure category, an action other than restarting.
+    #[serde(default, skip_serializing_if = "OnFailure::is_default")]
+    pub on_failure: OnFailure,
     /// An instance that ran this long before failing starts counting its
     /// retries afresh (default 10m).
     #[serde(default = "default_reset")]
@@ -140,6 +203,7 @@ impl Default for LifecyclePolicy {
             max_retries: None,
             backoff: Backoff::default(),
             on_exhausted: OnExhausted::default(),
+            on_failure: OnFailure::default(),
             reset_after: default_reset(),
             disconnect: DisconnectPolicy::default(),
             rollout: RolloutPolicy::default(),

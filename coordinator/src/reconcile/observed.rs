@@ -33,6 +33,18 @@ pub enum ObservedState {
 }
 
 impl ObservedState {
+    /// The category of the failure it ended with, if it is one (a non-zero
+    /// exit is a runtime failure).
+    pub fn failure_category(&self) -> Option<crate::model::failure::FailureCategory> {
+        match self {
+            ObservedState::Exited { code } if *code != 0 => {
+                Some(crate::model::failure::FailureCategory::Runtime)
+            }
+            ObservedState::Failed { failure } => Some(failure.category()),
+            _ => None,
+        }
+    }
+
     /// True while the instance occupies its runtime (started, not ended).
     pub fn is_live(&self) -> bool {
         matches!(

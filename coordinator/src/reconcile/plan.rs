@@ -32,7 +32,7 @@ use crate::lifecycle::{Phase, SystemEvent};
 use crate::model::application::Application;
 use crate::model::dependency::DependencyGraph;
 use crate::model::health::CheckKind;
-use crate::model::lifecycle_policy::OnExhausted;
+use crate::model::lifecycle_policy::{FailureAction, OnExhausted};
 use crate::model::names::AppKey;
 use crate::model::qos::MinimalReservation;
 use crate::model::time::Timestamp;
@@ -465,6 +465,31 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         .started_at
                         .is_some_and(|s| inst.since.since(s) >= lp.reset_after);
                     let used = if ran_long { 0 } else { inst.restarts };
+                    // The failure's category may say otherwise than restart.
+                    let category = o.failure_category();
+                    let action =
+                        category.map_or(FailureAction::Restart, |c| lp.on_failure.action(c));
+                    if action != FailureAction::Restart && inst.replacing.is_none() {
+                        all_ready = false;
+                        all_completed = false;
+                        let c = category.map(|c| c.to_string()).unwrap_or_default();
+                        let reason = format!(
+                            "{}/{} {} (onFailure.{c}: {action:?})",
+                            k.workload,
+                            k.replica,
+                            o.describe()
+                        );
+                        if action == FailureAction::FailAndStopDependents {
+                            failing.get_or_insert((w.name.clone(), reason));
+                        } else {
+                            p.blocked.push(Blocked {
+                                workload: w.name.clone(),
+                                reason: format!("{reason}; waiting for an operator"),
+                            });
+                            down.push(format!("{reason}; waiting for an operator"));
+                        }
+                        continue;
+                    }
                     if lp.may_restart(failed, used) {
                         all_ready = false;
                         all_completed = false;

@@ -950,10 +950,22 @@ impl Coordinator {
             }
         }
         if let Some(e) = self.apps.get_mut(key) {
-            // Held instances get a fresh retry budget.
-            for inst in e.runtime.instances.values_mut() {
+            // Held instances get a fresh retry budget; those an onFailure
+            // rule held start afresh (their failure would hold them again).
+            let spec = e.spec_arc();
+            for (k, inst) in e.runtime.instances.iter_mut() {
                 if inst.observed.has_ended() {
                     inst.restarts = 0;
+                    let held = inst.observed.failure_category().is_some_and(|c| {
+                        spec.workload(&k.workload).is_some_and(|w| {
+                            spec.lifecycle_of(w).on_failure.action(c)
+                                != crate::model::lifecycle_policy::FailureAction::Restart
+                        })
+                    });
+                    if held {
+                        inst.observed = ObservedState::Pending;
+                        inst.since = now;
+                    }
                 }
             }
             e.degradation = Some(Degradation {

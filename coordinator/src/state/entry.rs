@@ -24,6 +24,9 @@ pub enum DegradationCause {
     Preemption,
     /// Replicas lost with their node and not re-placed.
     NodeLoss,
+    /// Replicas held for an operator by the workload's `onFailure`
+    /// (`darosctl operate restore` re-places them).
+    Held,
 }
 
 impl std::fmt::Display for DegradationCause {
@@ -32,6 +35,7 @@ impl std::fmt::Display for DegradationCause {
             DegradationCause::Runtime => "replicas down",
             DegradationCause::Preemption => "preempted",
             DegradationCause::NodeLoss => "node lost",
+            DegradationCause::Held => "held for an operator",
         })
     }
 }

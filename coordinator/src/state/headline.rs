@@ -10,6 +10,7 @@ use super::Coordinator;
 use super::entry::AppEntry;
 use crate::lifecycle::Phase;
 use crate::model::failure::{Failure, RuntimeFailure};
+use crate::model::lifecycle_policy::FailureAction;
 use crate::model::time::Timestamp;
 use crate::reconcile::{Instance, InstanceKey, ObservedState};
 
@@ -23,6 +24,23 @@ fn is_oom(i: &Instance) -> bool {
         .last_failure
         .as_deref()
         .is_some_and(|f| f.starts_with("OOM"))
+}
+
+/// `; held for an operator (onFailure.C: A)` when an onFailure rule holds
+/// or failed the instance instead of restarting it.
+fn held(e: &AppEntry, k: &InstanceKey, i: &Instance) -> String {
+    let spec = e.spec();
+    let Some((c, w)) = i
+        .observed
+        .failure_category()
+        .zip(spec.workload(&k.workload))
+    else {
+        return String::new();
+    };
+    match spec.lifecycle_of(w).on_failure.action(c) {
+        FailureAction::Restart => String::new(),
+        a => format!("; held for an operator (onFailure.{c}: {a:?})"),
+    }
 }
 
 fn failing(k: &InstanceKey, i: &Instance) -> Option<String> {
@@ -56,11 +74,12 @@ impl Coordinator {
         let instances = || e.runtime.instances.iter();
         if let Some(line) = instances()
             .filter(|(_, i)| is_oom(i))
-            .find_map(|(k, i)| failing(k, i))
+            .find_map(|(k, i)| failing(k, i).map(|l| l + &held(e, k, i)))
         {
             return line;
         }
-        if let Some(line) = instances().find_map(|(k, i)| failing(k, i)) {
+        if let Some(line) = instances().find_map(|(k, i)| failing(k, i).map(|l| l + &held(e, k, i)))
+        {
             return line;
         }
         if let Some((k, i)) = instances().find(|(_, i)| i.disconnected.is_some()) {

@@ -13,7 +13,8 @@ use super::Coordinator;
 use super::entry::{AppEntry, Degradation, DegradationCause};
 use crate::command::Outcome;
 use crate::lifecycle::{Input, Phase, SystemEvent, Trigger};
-use crate::model::failure::{Failure, InfrastructureFailure};
+use crate::model::failure::{Failure, FailureCategory, InfrastructureFailure};
+use crate::model::lifecycle_policy::FailureAction;
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
 use crate::placement::{NodeIdx, Placed};
@@ -180,23 +181,97 @@ impl Coordinator {
             return;
         };
         let spec = e.spec_arc();
-        let expired: Vec<(InstanceKey, (NodeIdx, u64))> = e
+        let expired: Vec<(InstanceKey, (NodeIdx, u64), FailureAction)> = e
             .runtime
             .instances
             .iter()
             .filter_map(|(k, i)| {
                 let since = i.disconnected?;
-                let d = spec.lifecycle_of(spec.workload(&k.workload)?).disconnect;
-                (d.replace && now >= since.plus(d.lost_after)).then_some((k.clone(), i.slot?))
+                let lp = spec.lifecycle_of(spec.workload(&k.workload)?);
+                let d = lp.disconnect;
+                let action = lp.on_failure.action(FailureCategory::Infrastructure);
+                (d.replace && now >= since.plus(d.lost_after)).then_some((
+                    k.clone(),
+                    i.slot?,
+                    action,
+                ))
             })
             .collect();
         if expired.is_empty() {
             return;
         }
+        let node_of = |s: &Self, n: NodeIdx| s.cluster.name(n).to_string();
+        // onFailure.infrastructure other than Restart: fail, or hold.
+        if let Some((k, (n, _), _)) = expired
+            .iter()
+            .find(|(_, _, a)| *a == FailureAction::FailAndStopDependents)
+        {
+            let why = format!(
+                "{}/{} lost with node {} (onFailure.infrastructure: FailAndStopDependents)",
+                k.workload,
+                k.replica,
+                node_of(self, *n)
+            );
+            let ev = if e.phase == Phase::Scheduled {
+                SystemEvent::ExecutionFailed
+            } else {
+                SystemEvent::RuntimeFailed
+            };
+            if let Ok(step) = self.transition_app(
+                key,
+                Input::Event(ev),
+                Trigger::System,
+                why.clone(),
+                Vec::new(),
+                Vec::new(),
+                now,
+                out,
+            ) {
+                self.teardown(key, &step.actions, &why, Some(&k.workload), out);
+            }
+            return;
+        }
+        let mut held: Vec<(NodeIdx, u64, Placed)> = Vec::new();
         let mut lost: Vec<(NodeIdx, u64, Placed)> = Vec::new();
-        for (_, (n, s)) in &expired {
+        for (_, (n, s), action) in &expired {
             if let Some(p) = self.cluster.release(*n, *s) {
-                lost.push((*n, *s, p));
+                match action {
+                    FailureAction::WaitForOperator => held.push((*n, *s, p)),
+                    _ => lost.push((*n, *s, p)),
+                }
+            }
+        }
+        if !held.is_empty() {
+            let node = node_of(self, held[0].0);
+            let why = format!(
+                "{} instance(s) lost with node {node}, held (onFailure.infrastructure: WaitForOperator); `darosctl operate restore` places them again",
+                held.len()
+            );
+            self.evict(key, &held, &why, now, out);
+            if let Some(e) = self.apps.get_mut(key) {
+                for (_, _, p) in &held {
+                    if let Some(inst) = e
+                        .runtime
+                        .instances
+                        .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
+                    {
+                        inst.observed = ObservedState::Failed {
+                            failure: Failure::Infrastructure {
+                                kind: InfrastructureFailure::NodeDown,
+                                node: node.clone(),
+                            },
+                        };
+                        inst.disconnected = None;
+                    }
+                }
+                e.degradation = Some(Degradation {
+                    cause: DegradationCause::Held,
+                    reason: why,
+                });
+            }
+            if lost.is_empty() {
+                self.replan(key, now, out);
+                return;
             }
         }
         let nodes: Vec<String> = lost
