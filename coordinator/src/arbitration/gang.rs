@@ -79,6 +79,11 @@ pub struct GangOutcome {
     /// placement, by tenant id: (share, fair share) in parts per billion
     /// (the only other tenants preemption may take from).
     pub over_fair_share: BTreeMap<u32, (u64, u64)>,
+    /// With `fairShareWithinTenant`: the placing tenant's own applications
+    /// above their equal part of its holding in the pool, by application
+    /// id: (share, equal part) in parts per billion of the pool (the only
+    /// same-tenant applications preemption may take from then).
+    pub over_within_tenant: BTreeMap<u32, (u64, u64)>,
 }
 
 /// How deep `w` sits in `colocateWith` chains (validation refuses cycles;

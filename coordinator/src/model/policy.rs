@@ -4,6 +4,7 @@
 use super::ratio::Ratio;
 use super::runtime::RuntimeType;
 use crate::field::{FieldError, join};
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -47,6 +48,61 @@ pub struct SpreadRule {
     pub count: u32,
 }
 
+/// What happens to an application that lost capacity it cannot get back
+/// (its replicas preempted, or lost with a node and not re-placed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CapacityLossAction {
+    /// Keep running with what is left (Degraded); restored when capacity
+    /// returns.
+    #[default]
+    Degrade,
+    /// Evict it at once: Terminated, everything released (`Evicted`).
+    Evict,
+}
+
+/// The platform's degradation policy (seed 000 §8.2.1
+/// `GlobalDegradationPolicy`); Global scope only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GlobalDegradationPolicy {
+    /// What happens on a capacity loss (default Degrade).
+    #[serde(default)]
+    pub on_capacity_loss: CapacityLossAction,
+    /// With Degrade: an application still degraded by a capacity loss this
+    /// long after it began is evicted (default: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evict_after: Option<super::time::DurationMs>,
+    /// Applies only to applications below this priority (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below_priority: Option<u32>,
+}
+
+impl GlobalDegradationPolicy {
+    /// True when it applies to an application of `priority`.
+    pub fn applies_to(&self, priority: u32) -> bool {
+        self.below_priority.is_none_or(|b| priority < b)
+    }
+
+    fn validate(&self, path: &str) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if let Some(d) = self.evict_after {
+            if d.0 == 0 {
+                errs.push(FieldError::new(
+                    join(path, "evictAfter"),
+                    "must be more than 0 (use onCapacityLoss: Evict to evict at once)",
+                ));
+            }
+            if self.on_capacity_loss == CapacityLossAction::Evict {
+                errs.push(FieldError::new(
+                    join(path, "evictAfter"),
+                    "applies to onCapacityLoss: Degrade (Evict evicts at once)",
+                ));
+            }
+        }
+        errs
+    }
+}
+
 /// The rules one policy sets; every field is optional. Merge semantics per
 /// field are documented on [`crate::policy::EffectivePolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,12 +134,47 @@ pub struct PolicyRules {
     /// Placement strategy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_strategy: Option<StrategyKind>,
+    /// Fair share among the applications of one tenant (seed 000 §8.2.2
+    /// `FairShareWithinTenant`): a same-tenant application is preempted only
+    /// while it holds more than its equal part of what the tenant holds in
+    /// the pool. Global or Tenant scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair_share_within_tenant: Option<bool>,
+    /// What the platform does to applications that lose capacity (seed 000
+    /// §8.2.1 `GlobalDegradationPolicy`). Global scope only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global_degradation: Option<GlobalDegradationPolicy>,
 }
 
 impl PolicyRules {
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Rules not allowed at scope `level` (0 global, 1 tenant, 2
+    /// application); `path` is the rules' path.
+    pub fn scope_errors(&self, level: u8, path: &str) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if level >= 2 && self.fair_share_weight.is_some() {
+            errs.push(FieldError::new(
+                join(path, "fairShareWeight"),
+                "fair-share weight is a tenant's weight; set it at Tenant or Global scope",
+            ));
+        }
+        if level >= 2 && self.fair_share_within_tenant.is_some() {
+            errs.push(FieldError::new(
+                join(path, "fairShareWithinTenant"),
+                "fairness among a tenant's applications is the tenant's rule; set it at Tenant or Global scope",
+            ));
+        }
+        if level >= 1 && self.global_degradation.is_some() {
+            errs.push(FieldError::new(
+                join(path, "globalDegradation"),
+                "the degradation policy is the platform's; set it at Global scope",
+            ));
+        }
+        errs
     }
 
     /// Checks each rule's range; `path` is the rules' path.
@@ -136,6 +227,9 @@ impl PolicyRules {
                     ));
                 }
             }
+        }
+        if let Some(g) = &self.global_degradation {
+            errs.extend(g.validate(&join(path, "globalDegradation")));
         }
         if let Some(s) = &self.min_failure_domains {
             let p = join(path, "minFailureDomains");

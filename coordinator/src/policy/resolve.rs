@@ -2,7 +2,9 @@
 //! tighter bound wins, a real conflict (no value satisfies every scope) is an
 //! error naming both policies, and every field records who decided it.
 
-use crate::model::policy::{PolicyRules, PolicyScope, SpreadRule, StrategyKind, patterns_overlap};
+use crate::model::policy::{
+    GlobalDegradationPolicy, PolicyRules, PolicyScope, SpreadRule, StrategyKind, patterns_overlap,
+};
 use crate::model::ratio::Ratio;
 use crate::model::runtime::RuntimeType;
 use serde::{Deserialize, Serialize};
@@ -42,8 +44,10 @@ pub struct ImageAllowList {
 /// - `allowedImages`: every list applies; a list with no pattern that can
 ///   match any pattern of a higher-scope list is a conflict;
 /// - `minFailureDomains`: the largest count wins; different keys conflict;
-/// - `fairShareWeight`, `placementStrategy`: the most specific scope that
-///   sets it wins (defaults 1 and bin-pack).
+/// - `fairShareWeight`, `placementStrategy`, `fairShareWithinTenant`: the
+///   most specific scope that sets it wins (defaults 1, bin-pack, false);
+/// - `globalDegradation`: Global scope only; two Global policies asking
+///   different ones conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EffectivePolicy {
@@ -63,6 +67,23 @@ pub struct EffectivePolicy {
     pub min_failure_domains: Option<SpreadRule>,
     /// Placement strategy.
     pub placement_strategy: StrategyKind,
+    /// A same-tenant application is preempted only above its equal part of
+    /// the tenant's holding in the pool.
+    #[serde(default)]
+    pub fair_share_within_tenant: bool,
+    /// The platform's degradation policy, with the policy that set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_degradation: Option<DegradationInForce>,
+}
+
+/// The Global degradation policy in force for an application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DegradationInForce {
+    /// Policy that set it.
+    pub policy: String,
+    /// The rule.
+    pub rule: GlobalDegradationPolicy,
 }
 
 impl Default for EffectivePolicy {
@@ -76,6 +97,8 @@ impl Default for EffectivePolicy {
             max_cluster_share: None,
             min_failure_domains: None,
             placement_strategy: StrategyKind::BinPack,
+            fair_share_within_tenant: false,
+            global_degradation: None,
         }
     }
 }
@@ -364,6 +387,56 @@ pub fn resolve(
             decided_by: by.into(),
             rule: "the most specific scope wins".into(),
             overridden: overrides(&strategies[..strategies.len() - 1], |_| true),
+        });
+    }
+    let within: Vec<(&str, bool)> = ps
+        .iter()
+        .filter(|p| p.scope.level() < 2)
+        .filter_map(|p| p.rules.fair_share_within_tenant.map(|v| (p.name, v)))
+        .collect();
+    if let Some(&(by, v)) = within.last() {
+        eff.fair_share_within_tenant = v;
+        res.push(Resolution {
+            field: "fairShareWithinTenant".into(),
+            value: v.to_string(),
+            decided_by: by.into(),
+            rule: "the most specific of Global and Tenant scope wins".into(),
+            overridden: overrides(&within[..within.len() - 1], |_| true),
+        });
+    }
+    let mut degradation: Option<(&ScopedPolicy<'_>, GlobalDegradationPolicy)> = None;
+    for p in ps.iter().filter(|p| p.scope.level() == 0) {
+        let Some(rule) = p.rules.global_degradation else {
+            continue;
+        };
+        match degradation {
+            Some((by, cur)) if cur != rule => {
+                return Err(Box::new(PolicyConflict {
+                    field: "globalDegradation".into(),
+                    higher: by.name.into(),
+                    higher_scope: by.scope.to_string(),
+                    higher_value: format!("{cur:?}"),
+                    lower: p.name.into(),
+                    lower_scope: p.scope.to_string(),
+                    lower_value: format!("{rule:?}"),
+                    reason: "the platform has one degradation policy".into(),
+                }));
+            }
+            Some(_) => {}
+            None => degradation = Some((*p, rule)),
+        }
+    }
+    if let Some((by, rule)) = degradation {
+        res.push(Resolution {
+            field: "globalDegradation".into(),
+            value: format!("{rule:?}"),
+            decided_by: by.name.into(),
+            rule: "Global scope only".into(),
+            overridden: Vec::new(),
+        });
+        eff.global_degradation = Some(DegradationInForce {
+            policy: by.name.into(),
+            rule,
         });
     }
     Ok((eff, res))

@@ -13,8 +13,6 @@ use crate::model::tenant::Tenant;
 use crate::model::workload::Workload;
 use std::collections::BTreeSet;
 
-const APP_WEIGHT: &str = "fair-share weight is a tenant's weight; set it at Tenant or Global scope";
-
 /// Most replicas of one workload.
 pub const MAX_REPLICAS: u32 = 10_000;
 
@@ -56,9 +54,7 @@ pub fn application(app: &Application) -> Vec<FieldError> {
     }
     v.extend(s.lifecycle_policy.validate("spec.lifecyclePolicy"));
     v.extend(s.policy.validate("spec.policy"));
-    if s.policy.fair_share_weight.is_some() {
-        v.push("spec.policy.fairShareWeight", APP_WEIGHT);
-    }
+    v.extend(s.policy.scope_errors(2, "spec.policy"));
     if s.workloads.is_empty() {
         v.push(
             "spec.workloads",
@@ -256,6 +252,7 @@ pub fn tenant(t: &Tenant) -> Vec<FieldError> {
         name(&mut v, &format!("spec.pools[{i}]"), p);
     }
     v.extend(t.policy.validate("spec.policy"));
+    v.extend(t.policy.scope_errors(1, "spec.policy"));
     v.errors().to_vec()
 }
 
@@ -296,9 +293,12 @@ pub fn policy(doc_name: &str, p: &PolicySpec) -> Vec<FieldError> {
         }
     }
     v.extend(p.rules.validate("spec.rules"));
-    if p.scope == ScopeLevel::Application && p.rules.fair_share_weight.is_some() {
-        v.push("spec.rules.fairShareWeight", APP_WEIGHT);
-    }
+    let level = match p.scope {
+        ScopeLevel::Global => 0,
+        ScopeLevel::Tenant => 1,
+        ScopeLevel::Application => 2,
+    };
+    v.extend(p.rules.scope_errors(level, "spec.rules"));
     v.errors().to_vec()
 }
 

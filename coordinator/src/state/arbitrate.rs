@@ -127,6 +127,36 @@ impl Coordinator {
             .collect()
     }
 
+    /// With `fairShareWithinTenant`: the applications of `me`'s tenant in
+    /// `pool` (other than `me`) holding more than an equal part of what the
+    /// tenant holds there (`me` counted among the parts): by application
+    /// id, (share, equal part) in parts per billion of the pool.
+    fn over_within_tenant(&self, pool: &str, me: &AppKey) -> BTreeMap<u32, (u64, u64)> {
+        let cap = self.cluster.pool(pool).map(|p| p.cap).unwrap_or_default();
+        let tenant_share = self
+            .tenants
+            .get(&me.tenant)
+            .and_then(|t| t.pool_alloc.get(pool))
+            .copied()
+            .unwrap_or_default()
+            .dominant_share_ppb(cap);
+        let holders: Vec<&super::entry::AppEntry> = self
+            .apps
+            .values()
+            .filter(|e| e.key.tenant == me.tenant && e.key != *me && e.spec().pool() == pool)
+            .filter(|e| e.allocated != ResVec::default())
+            .collect();
+        let parts = holders.len() as u64 + 1;
+        let equal = tenant_share / parts;
+        holders
+            .into_iter()
+            .filter_map(|e| {
+                let share = e.allocated.dominant_share_ppb(cap);
+                (share > equal).then_some((e.id, (share, equal)))
+            })
+            .collect()
+    }
+
     fn weight_and_pool(&self, key: &AppKey) -> (u32, String) {
         self.apps.get(key).map_or((1, String::new()), |e| {
             (
@@ -218,11 +248,15 @@ impl Coordinator {
         // Tenant-safe: another tenant's instances only while that tenant
         // holds more of the pool than its fair share.
         let over = self.over_fair_share(spec.pool(), &key.tenant);
+        let within = eff
+            .fair_share_within_tenant
+            .then(|| self.over_within_tenant(spec.pool(), key));
         let apps = &self.apps;
         let app_ids = &self.app_ids;
         let victim_ok = |p: &Placed| {
             p.app != app_id
                 && (p.tenant == tenant_id || over.contains_key(&p.tenant))
+                && (p.tenant != tenant_id || within.as_ref().is_none_or(|w| w.contains_key(&p.app)))
                 && p.priority < prio
                 && app_ids
                     .get(&p.app)
@@ -253,6 +287,7 @@ impl Coordinator {
             &key_of,
         );
         g.over_fair_share = over;
+        g.over_within_tenant = within.unwrap_or_default();
         g
     }
 
@@ -504,8 +539,20 @@ impl Coordinator {
                     )
                 })
                 .unwrap_or_default();
+            let within = g
+                .over_within_tenant
+                .get(&id)
+                .map(|(share, equal)| {
+                    format!(
+                        "; it held {:.1}% of the pool, above its equal part {:.1}% of tenant {}'s holding (fairShareWithinTenant)",
+                        *share as f64 / 1e7,
+                        *equal as f64 / 1e7,
+                        vkey.tenant
+                    )
+                })
+                .unwrap_or_default();
             let reason = format!(
-                "preempted by {by} (priority {prio}, decision {d}): {}{shares}",
+                "preempted by {by} (priority {prio}, decision {d}): {}{shares}{within}",
                 lost.iter()
                     .map(|(_, _, p)| format!("{}/{}", p.workload, p.replica))
                     .collect::<Vec<_>>()
@@ -528,10 +575,11 @@ impl Coordinator {
             if let Some(e) = self.apps.get_mut(&vkey) {
                 e.degradation = Some(Degradation {
                     cause: DegradationCause::Preemption,
-                    reason,
+                    reason: reason.clone(),
                 });
                 e.restore_epoch = self.capacity_epoch;
             }
+            self.on_capacity_loss(&vkey, &reason, now, out);
         }
     }
 

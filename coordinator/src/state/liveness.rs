@@ -354,9 +354,10 @@ impl Coordinator {
                 {
                     e.degradation = Some(Degradation {
                         cause: DegradationCause::NodeLoss,
-                        reason: why,
+                        reason: why.clone(),
                     });
                     e.restore_epoch = self.capacity_epoch;
+                    self.on_capacity_loss(key, &why, now, out);
                 }
             }
             None => {}

@@ -5,6 +5,7 @@
 
 mod apps;
 mod arbitrate;
+mod degradation;
 pub mod desired;
 pub mod drain;
 pub mod entry;
@@ -453,13 +454,8 @@ fn policy_errors(p: &Policy) -> Vec<FieldError> {
                 "spec.application",
                 application,
             ));
-            if p.rules.fair_share_weight.is_some() {
-                errs.push(FieldError::new(
-                    "spec.rules.fairShareWeight",
-                    "fair-share weight is a tenant's weight; set it at Tenant or Global scope",
-                ));
-            }
         }
     }
+    errs.extend(p.rules.scope_errors(p.scope.level(), "spec.rules"));
     errs
 }

@@ -264,6 +264,7 @@ impl Coordinator {
             self.replan(&key, now, out);
         }
         self.auto_restore(now, out);
+        self.evict_overdue(now, out);
         self.drain_step(now, out);
     }
 }
