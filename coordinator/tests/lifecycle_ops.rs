@@ -369,3 +369,57 @@ fn non_critical_workloads_do_not_hold_running_back() {
         "{ev:?}"
     );
 }
+
+/// `CreationFailed` (Created -> Failed, seed §6.4 "创建异常"): an application
+/// naming a pool that does not exist (yet) has not been refused on its merits
+/// (Rejected) but could not be created; once the pool exists, `retry` admits
+/// and places it. A refusal on the merits stays Rejected. (An unknown tenant
+/// is refused at apply, before anything is created.)
+#[test]
+fn a_missing_pool_is_a_creation_failure_retried_later() {
+    let mut c = Coordinator::new();
+    apply(
+        &mut c,
+        &format!(
+            "{}{}",
+            node_yaml("n1", "4", "8Gi", "disk: nvme", ""),
+            tenant_yaml("acme", "pools: [default, fast]")
+        ),
+        0,
+    );
+    let out = apply(
+        &mut c,
+        &app_yaml("acme", "app", 1, &[("w", "1", 1, &[])])
+            .replace("  priority: 1\n", "  priority: 1\n  pool: fast\n"),
+        1,
+    );
+    assert_eq!(transitions(&out), ["*->Created", "Created->Failed"]);
+    assert_eq!(
+        out.events[1].reason,
+        "creation failed: pool: pool fast does not exist; create it, then `darosctl operate acme/app retry`"
+    );
+    let k = key("acme", "app");
+    apply(
+        &mut c,
+        "apiVersion: daros.io/v1\nkind: ResourcePool\nmetadata: {name: fast}\n\
+         spec: {selector: {matchLabels: {disk: nvme}}}\n",
+        2,
+    );
+    let out = operate(&mut c, &k, OperationRequest::Retry, 3).unwrap();
+    assert_eq!(
+        transitions(&out),
+        [
+            "Failed->Created",
+            "Created->Admitted",
+            "Admitted->Scheduled"
+        ]
+    );
+    // Over quota is a refusal: Rejected.
+    apply(&mut c, &tenant_yaml("small", "quota: {cpu: \"1\"}"), 5);
+    let out = apply(
+        &mut c,
+        &app_yaml("small", "big", 1, &[("w", "2", 1, &[])]),
+        6,
+    );
+    assert_eq!(transitions(&out), ["*->Created", "Created->Rejected"]);
+}

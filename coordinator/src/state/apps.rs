@@ -42,6 +42,18 @@ impl Evaluated {
             .is_some_and(AdmissionResult::admitted)
     }
 
+    /// True when admission failed only because something the application
+    /// names does not exist (its tenant, its pool): a creation failure
+    /// (Created -> Failed, retried once it exists), not a refusal on the
+    /// application's merits (Rejected).
+    pub fn missing_reference(&self) -> bool {
+        let failed: Vec<&PolicyCheck> = self.checks.iter().filter(|c| !c.passed).collect();
+        !failed.is_empty()
+            && failed.iter().all(|c| {
+                matches!(c.rule.as_str(), "tenant" | "pool") && c.detail.ends_with("does not exist")
+            })
+    }
+
     pub fn failures(&self) -> String {
         self.checks
             .iter()
@@ -181,8 +193,14 @@ impl Coordinator {
         let (spec, targets, version) = (e.spec_arc(), e.targets.clone(), e.current);
         let ev = self.evaluate(key, &spec, &targets, Charge::default(), version, now);
         let accepted = ev.admitted();
+        let missing = !accepted && ev.missing_reference();
         let reason = if accepted {
             format!("admission passed ({} checks)", ev.checks.len())
+        } else if missing {
+            format!(
+                "creation failed: {}; create it, then `darosctl operate {key} retry`",
+                ev.failures()
+            )
         } else {
             format!("admission failed: {}", ev.failures())
         };
@@ -228,9 +246,14 @@ impl Coordinator {
             } else {
                 Trigger::System
             };
+            let event = if missing {
+                SystemEvent::CreationFailed
+            } else {
+                SystemEvent::AdmissionFailed
+            };
             let _ = self.transition_app(
                 key,
-                Input::Event(SystemEvent::AdmissionFailed),
+                Input::Event(event),
                 trigger,
                 reason.clone(),
                 ev.policies.clone(),
