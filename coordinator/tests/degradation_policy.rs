@@ -177,3 +177,38 @@ fn scope_and_values_are_checked_with_their_path() {
     );
     assert!(e.contains("onCapacityLoss"), "{e}");
 }
+
+/// Running applications are re-evaluated when a policy changes: a
+/// degradation policy written after `batch` started applies to it, and once
+/// deleted no longer does.
+#[test]
+fn running_applications_take_a_changed_policy() {
+    let mut c = cluster("enablePreemption: true", "");
+    let out = apply(&mut c, &app("batch", 10, "1", 4), 1);
+    run(&mut c, &out, 2);
+    let evict = "apiVersion: daros.io/v1\nkind: Policy\nmetadata: {name: degrade}\n\
+                 spec: {scope: Global, rules: {globalDegradation: {onCapacityLoss: Evict}}}\n";
+    apply(&mut c, evict, 3);
+    let k = key("a", "batch");
+    let d = c.describe(&k, t(3)).unwrap();
+    assert!(
+        d.policies.contains(&"degrade".to_string()),
+        "{:?}",
+        d.policies
+    );
+    apply(&mut c, &app("web", 500, "1", 1), 4);
+    assert_eq!(c.phase(&k), Some(Phase::Terminated));
+
+    // Deleted: the next victim only degrades.
+    c.apply(
+        Command::DeletePolicy {
+            name: "degrade".into(),
+        },
+        t(5),
+    )
+    .unwrap();
+    let out = apply(&mut c, &app("batch2", 10, "1", 3), 6);
+    run(&mut c, &out, 7);
+    apply(&mut c, &app("web2", 600, "1", 1), 8);
+    assert_eq!(c.phase(&key("a", "batch2")), Some(Phase::Degraded));
+}

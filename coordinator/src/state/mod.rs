@@ -135,10 +135,12 @@ impl Coordinator {
             }
             Command::DeleteTenant { name } => self.cmd_delete_tenant(&name)?,
             Command::DeletePolicy { name } => {
-                self.policies
+                let gone = self
+                    .policies
                     .remove(&name)
                     .ok_or_else(|| CoordinatorError::UnknownPolicy(name.clone()))?;
                 self.record_policy_version(&name, None, None, now);
+                self.policy_impact(&gone, now, &mut out);
             }
             Command::RollbackPolicy { name, version } => {
                 self.cmd_rollback_policy(&name, version, now, &mut out)?

@@ -59,8 +59,10 @@ impl Coordinator {
         errs
     }
 
-    /// After `p` was written: every running application it covers is
-    /// evaluated again; those that would not be admitted now are named.
+    /// After `p` was written (or deleted): every running application it
+    /// covers is evaluated again and takes the rules now in force for what
+    /// it does next (placements, preemption, degradation); those that would
+    /// not be admitted now are named.
     pub(super) fn policy_impact(&mut self, p: &Policy, now: Timestamp, out: &mut Outcome) {
         for key in self.covered_by(p) {
             let Some(e) = self.apps.get(&key) else {
@@ -69,6 +71,11 @@ impl Coordinator {
             let (spec, targets, charge, version) =
                 (e.spec().clone(), e.targets.clone(), e.charge, e.current);
             let ev = self.evaluate(&key, &spec, &targets, charge, version, now);
+            if let (Some(eff), Some(e)) = (ev.effective.clone(), self.apps.get_mut(&key)) {
+                e.effective = Some(eff);
+                e.policies = ev.policies.clone();
+                e.evaluation = Some(ev.evaluation);
+            }
             if !ev.admitted() {
                 out.notes.push(format!(
                     "policy {}: running application {key} would not be admitted now ({}); it keeps running, and an update of it will be refused until the policy or the application changes (evaluation {})",
