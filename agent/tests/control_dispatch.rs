@@ -108,6 +108,7 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
             node_name: "rec-node".into(),
             mesh,
             node_spec: Arc::new(node),
+            psi: Arc::new(|| None),
         },
         Some(exec.clone() as Arc<dyn WorkExecutor>),
     )
@@ -283,5 +284,122 @@ async fn leader_dispatches_level_triggered_work_and_reports_drive_the_app() {
             .filter(|w| w.instances.is_empty() && w.jobs.is_empty())
     })
     .await;
+    plane.shutdown().await;
+}
+
+/// A PSI source the test sets (standing in for `/proc/pressure`, which this
+/// test cannot drive): memory `full` at `pct` percent (avg10).
+fn psi_at(pct: f64) -> daros_agent::model::PsiSample {
+    let line = daros_agent::model::PressureLine {
+        avg10: pct,
+        avg60: 0.0,
+        avg300: 0.0,
+        stalled_seconds_total: 0.0,
+    };
+    daros_agent::model::PsiSample {
+        cpu: None,
+        memory: Some(daros_agent::model::PressureSample {
+            some: line,
+            full: Some(line),
+        }),
+        io: None,
+    }
+}
+
+/// Issue 19: node pressure crosses `[mesh] pressure_memory_full` → the node
+/// reports it through raft and its Running application becomes Degraded
+/// naming the node and the figure; below half the threshold → Running again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_pressure_degrades_the_apps_there_until_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = RecordingExecutor::new();
+    let level = Arc::new(Mutex::new(0.0_f64));
+    let read = Arc::clone(&level);
+    let plane = ControlPlane::start(
+        ControlSettings {
+            data_dir: dir.path().to_path_buf(),
+            node_name: "rec-node".into(),
+            mesh: MeshSection {
+                dispatch_interval: daros_agent::config::HumanDuration(Duration::from_millis(300)),
+                ..MeshSection::default()
+            },
+            node_spec: Arc::new(node),
+            psi: Arc::new(move || Some(psi_at(*read.lock().unwrap()))),
+        },
+        Some(exec.clone() as Arc<dyn WorkExecutor>),
+    )
+    .await
+    .unwrap();
+    let t = Duration::from_secs(20);
+    let app = "apiVersion: daros.io/v1\nkind: Tenant\nmetadata: {name: p}\nspec: {}\n---\n\
+               apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: a, tenant: p}\n\
+               spec:\n  workloads:\n    - {name: w, runtime: {type: process}, resources: {cpu: {request: 100m}}}\n";
+    plane
+        .write(Command::Apply {
+            documents: spec::parse(app, Format::Yaml).unwrap(),
+            start: true,
+        })
+        .await
+        .unwrap();
+    let w = until("w desired", t, || {
+        exec.last().filter(|w| !w.instances.is_empty())
+    })
+    .await;
+    let i = w.instances[0].clone();
+    exec.report(
+        "w",
+        NodeReport::Instance {
+            instance: i.instance.clone(),
+            placement: i.placement,
+            attempt: 1,
+            state: ObservedState::Ready,
+        },
+    );
+    let reason = || async {
+        let apps = plane
+            .query(ControlQuery::Apps {
+                now: daros_agent::control::plane::now(),
+            })
+            .await
+            .unwrap();
+        (
+            apps[0]["phase"].as_str().unwrap_or_default().to_string(),
+            apps[0]["reason"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let deadline = Instant::now() + t;
+    while reason().await.0 != "Running" {
+        assert!(Instant::now() < deadline, "app never Running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    *level.lock().unwrap() = 30.0;
+    let started = Instant::now();
+    let (phase, why) = loop {
+        let r = reason().await;
+        if r.0 == "Degraded" {
+            break r;
+        }
+        assert!(started.elapsed() < t, "never Degraded: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(phase, "Degraded");
+    assert_eq!(
+        why,
+        "node rec-node under pressure: memory full 30.0% (avg10) >= 10.0%"
+    );
+    // 6 % is above half the threshold: still under pressure.
+    *level.lock().unwrap() = 6.0;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(reason().await.0, "Degraded");
+    *level.lock().unwrap() = 1.0;
+    let started = Instant::now();
+    while reason().await.0 != "Running" {
+        assert!(
+            started.elapsed() < t,
+            "never Running again: {:?}",
+            reason().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     plane.shutdown().await;
 }

@@ -101,6 +101,15 @@ pub enum Command {
         /// Node name.
         name: String,
     },
+    /// A node's agent: the node is under resource pressure (`Some`: what it
+    /// measured) or no longer (`None`).
+    NodePressure {
+        /// Node name.
+        node: String,
+        /// What is under pressure, or `None` when it ended.
+        #[serde(default)]
+        pressure: Option<String>,
+    },
     /// Changes a node's condition.
     SetNodeCondition {
         /// Node name.

@@ -115,7 +115,10 @@ pub async fn run(
                     let status = match v.down_since {
                         _ if !v.registered => "NotYetSeen".into(),
                         Some(t) => format!("Down since {}", super::output::local_time(t)),
-                        None => "Ready".into(),
+                        None => match &v.pressure {
+                            Some(p) => format!("Ready, under pressure ({})", p.detail),
+                            None => "Ready".into(),
+                        },
                     };
                     t.row(vec![
                         n.name.clone(),

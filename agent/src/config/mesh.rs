@@ -71,6 +71,14 @@ pub struct MeshSection {
     pub labels: BTreeMap<String, String>,
     /// Failure domains of this node (`zone = "z1"`).
     pub failure_domains: BTreeMap<String, String>,
+    /// This node is reported under pressure (its applications Degraded) at
+    /// this percent of the last 10 s with every task stalled on memory
+    /// (PSI `memory full avg10`); 0 turns it off.
+    pub pressure_memory_full: f64,
+    /// The same for IO (`io full avg10`); 0 (the default) turns it off.
+    pub pressure_io_full: f64,
+    /// The same for CPU (`cpu some avg10`); 0 (the default) turns it off.
+    pub pressure_cpu_some: f64,
 }
 
 impl Default for MeshSection {
@@ -95,6 +103,9 @@ impl Default for MeshSection {
             node_down_after: HumanDuration(Duration::from_secs(10)),
             labels: BTreeMap::new(),
             failure_domains: BTreeMap::new(),
+            pressure_memory_full: 10.0,
+            pressure_io_full: 0.0,
+            pressure_cpu_some: 0.0,
         }
     }
 }
@@ -161,6 +172,18 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
             "mesh.dispatch_interval",
             "must be at least 100ms",
         ));
+    }
+    for (field, v) in [
+        ("mesh.pressure_memory_full", m.pressure_memory_full),
+        ("mesh.pressure_io_full", m.pressure_io_full),
+        ("mesh.pressure_cpu_some", m.pressure_cpu_some),
+    ] {
+        if !(0.0..=100.0).contains(&v) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("{v} is not a percentage from 0 (off) to 100"),
+            ));
+        }
     }
     for (field, a) in [
         ("mesh.rpc_listen", m.rpc_listen),

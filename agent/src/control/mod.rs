@@ -16,6 +16,7 @@ pub mod dispatch;
 pub mod node;
 pub mod noop;
 pub mod plane;
+pub mod pressure;
 pub mod state;
 pub mod work;
 

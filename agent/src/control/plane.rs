@@ -31,6 +31,8 @@ pub struct ControlSettings {
     pub mesh: MeshSection,
     /// This node's description for `RegisterNode`.
     pub node_spec: NodeSpecFn,
+    /// This node's latest PSI (node pressure reports).
+    pub psi: super::pressure::PsiFn,
 }
 
 /// How long start waits for the node's first registration.
@@ -113,6 +115,15 @@ impl ControlPlane {
                 Arc::clone(&plane),
                 s.node_spec.clone(),
                 registered_tx,
+            )),
+            tokio::spawn(super::pressure::report_loop(
+                Arc::clone(&plane),
+                super::pressure::Thresholds {
+                    memory_full: s.mesh.pressure_memory_full,
+                    io_full: s.mesh.pressure_io_full,
+                    cpu_some: s.mesh.pressure_cpu_some,
+                },
+                s.psi.clone(),
             )),
         ];
         if mesh.consensus_status().is_some() {

@@ -209,6 +209,9 @@ pub struct NodeView {
     /// Its drain, when one was asked (until uncordoned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<daros_coordinator::state::drain::Drain>,
+    /// Under resource pressure, as its agent reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<daros_coordinator::state::pressure::NodePressure>,
 }
 
 fn yes() -> bool {
@@ -405,6 +408,7 @@ impl CoordinatorState {
                         registered: n.registered,
                         measured: c.measured_node(&n.spec.name).map(|m| m.capacity),
                         drain: c.drain(&n.spec.name).cloned(),
+                        pressure: c.node_pressure(&n.spec.name).cloned(),
                     })
                     .collect::<Vec<_>>(),
             )),

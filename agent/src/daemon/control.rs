@@ -78,7 +78,8 @@ pub async fn start(
         data_dir: cfg.agent.data_dir.clone(),
         node_name: id.to_string(),
         mesh: cfg.mesh.clone(),
-        node_spec: node_spec(id.to_string(), latest, cfg, runtimes),
+        node_spec: node_spec(id.to_string(), Arc::clone(&latest), cfg, runtimes),
+        psi: Arc::new(move || latest.get().node.psi),
     };
     match ControlPlane::start(settings, executor).await {
         Ok(p) => Some(p),

@@ -11,5 +11,5 @@ pub mod workload;
 pub use caps::Capabilities;
 pub use gpu::GpuReport;
 pub use node::NodeSample;
-pub use pressure::{PressureSample, PsiSample};
+pub use pressure::{PressureLine, PressureSample, PsiSample};
 pub use workload::{Workload, WorkloadKind, WorkloadList, WorkloadSample};

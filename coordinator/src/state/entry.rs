@@ -24,6 +24,8 @@ pub enum DegradationCause {
     Preemption,
     /// Replicas lost with their node and not re-placed.
     NodeLoss,
+    /// A node it runs on is under resource pressure: recovers when that ends.
+    NodePressure,
     /// Replicas held for an operator by the workload's `onFailure`
     /// (`darosctl operate restore` re-places them).
     Held,
@@ -36,6 +38,7 @@ impl std::fmt::Display for DegradationCause {
             DegradationCause::Preemption => "preempted",
             DegradationCause::NodeLoss => "node lost",
             DegradationCause::Held => "held for an operator",
+            DegradationCause::NodePressure => "node under pressure",
         })
     }
 }

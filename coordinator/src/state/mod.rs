@@ -15,6 +15,7 @@ mod liveness;
 mod nodes;
 mod policy_impact;
 pub mod policy_versions;
+pub mod pressure;
 mod query;
 pub mod rollout;
 mod runtime;
@@ -89,6 +90,9 @@ pub struct Coordinator {
     /// Drains asked by operators, by node name.
     #[serde(default)]
     drains: BTreeMap<String, drain::Drain>,
+    /// Nodes under resource pressure, by name.
+    #[serde(default)]
+    pressure: BTreeMap<String, pressure::NodePressure>,
 }
 
 impl Coordinator {
@@ -130,6 +134,9 @@ impl Coordinator {
             }
             Command::DeleteNode { name } => self.cmd_delete_node(&name)?,
             Command::DrainNode { name } => self.cmd_drain(&name, now, &mut out)?,
+            Command::NodePressure { node, pressure } => {
+                self.cmd_node_pressure(&node, pressure, now, &mut out)?
+            }
             Command::SetNodeCondition { node, condition } => {
                 self.cmd_node_condition(&node, condition, now, &mut out)?
             }

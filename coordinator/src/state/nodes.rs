@@ -191,6 +191,7 @@ impl Coordinator {
         self.declared.remove(name);
         self.measured.remove(name);
         self.drains.remove(name);
+        self.pressure.remove(name);
         self.capacity_epoch += 1;
         Ok(())
     }
