@@ -134,6 +134,7 @@ fn tenants() -> Vec<Document> {
                 pools: Default::default(),
             },
             pools: vec!["default".into(), "gpu".into()],
+            namespaces: Vec::new(),
             policy: PolicyRules {
                 fair_share_weight: Some(1 + (t as u32 % 3)),
                 placement_strategy: strategies[t % strategies.len()],

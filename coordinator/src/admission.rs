@@ -206,6 +206,10 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
     for w in app.spec.workloads.iter().filter(|_| filtered) {
         runtimes.push((w.name.clone(), w.runtime.runtime_type));
         images.push((w.name.clone(), w.image.clone()));
+        // Every container of a pod: sidecars and init containers too.
+        for (at, img) in crate::policy::security::pod_images(w) {
+            images.push((format!("{}/{at}", w.name), img));
+        }
         for j in &w.init_jobs {
             let name = format!("{}/init/{}", w.name, j.name);
             runtimes.push((name.clone(), j.runtime.unwrap_or(w.runtime).runtime_type));
@@ -259,6 +263,36 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
                 )
             },
             Some(list.policy.clone()),
+        );
+    }
+
+    // The runtime security baseline, on every workload.
+    let namespaces = t.owned_namespaces();
+    let mut secure = true;
+    for w in &app.spec.workloads {
+        for (rule, what) in
+            crate::policy::security::check_workload(w, &req.effective.security, &namespaces)
+        {
+            secure = false;
+            let key = rule.trim_start_matches("security.").to_string();
+            let by = req.effective.security.decided_by.get(&key).cloned();
+            let detail = match &by {
+                Some(b) => format!("workload {}: {what} (forbidden by {b})", w.name),
+                None if rule == "tenant.namespaces" => format!("workload {}: {what}", w.name),
+                None => format!(
+                    "workload {}: {what} (forbidden by the default baseline)",
+                    w.name
+                ),
+            };
+            check(&rule, false, detail, by.or_else(|| tenant_src.clone()));
+        }
+    }
+    if secure {
+        check(
+            "security",
+            true,
+            "every workload within the security baseline".into(),
+            None,
         );
     }
 

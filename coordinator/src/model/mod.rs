@@ -16,6 +16,7 @@ pub mod ratio;
 pub mod resources;
 pub mod rollout;
 pub mod runtime;
+pub mod security;
 pub mod tenant;
 pub mod time;
 pub mod workload;

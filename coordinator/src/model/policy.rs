@@ -144,6 +144,9 @@ pub struct PolicyRules {
     /// §8.2.1 `GlobalDegradationPolicy`). Global scope only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub global_degradation: Option<GlobalDegradationPolicy>,
+    /// The runtime security baseline (seed 000 §13.2.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security: Option<super::security::SecurityRules>,
 }
 
 impl PolicyRules {
@@ -227,6 +230,9 @@ impl PolicyRules {
                     ));
                 }
             }
+        }
+        if let Some(s) = &self.security {
+            errs.extend(s.validate(&join(path, "security")));
         }
         if let Some(g) = &self.global_degradation {
             errs.extend(g.validate(&join(path, "globalDegradation")));

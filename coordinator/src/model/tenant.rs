@@ -88,9 +88,22 @@ pub struct Tenant {
     /// Tenant-scope policy rules.
     #[serde(default)]
     pub policy: PolicyRules,
+    /// Kubernetes namespaces it owns (default: one named like the tenant);
+    /// its pods run only there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
 }
 
 impl Tenant {
+    /// The Kubernetes namespaces it owns: its own list, or its name.
+    pub fn owned_namespaces(&self) -> Vec<String> {
+        if self.namespaces.is_empty() {
+            vec![self.name.clone()]
+        } else {
+            self.namespaces.clone()
+        }
+    }
+
     /// A tenant with no limits beyond the defaults.
     pub fn unlimited(name: impl Into<String>) -> Self {
         Self {
@@ -98,6 +111,7 @@ impl Tenant {
             quota: TenantQuota::default(),
             pools: Vec::new(),
             policy: PolicyRules::default(),
+            namespaces: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@ use super::lifecycle_policy::{Backoff, LifecyclePolicy};
 use super::qos::QosClass;
 use super::resources::ResourceProfile;
 use super::runtime::{RuntimeRequirement, RuntimeSpec};
+use super::security::WorkloadSecurity;
 use super::time::DurationMs;
 use std::collections::BTreeMap;
 
@@ -151,6 +152,10 @@ pub struct Workload {
     /// Opaque runtime description for the adapter.
     #[serde(default, skip_serializing_if = "RuntimeSpec::is_null")]
     pub runtime_spec: RuntimeSpec,
+    /// What it asks of the security baseline (user, capabilities, writable
+    /// paths, privileged).
+    #[serde(default, skip_serializing_if = "WorkloadSecurity::is_default")]
+    pub security: WorkloadSecurity,
 }
 
 fn default_true() -> bool {
@@ -176,6 +181,7 @@ impl Workload {
             init_jobs: Vec::new(),
             critical: true,
             runtime_spec: RuntimeSpec::default(),
+            security: WorkloadSecurity::default(),
         }
     }
 }

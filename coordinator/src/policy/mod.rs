@@ -2,6 +2,7 @@
 
 pub mod record;
 pub mod resolve;
+pub mod security;
 
 pub use record::{PolicyCheck, PolicyEvaluation};
 pub use resolve::{EffectivePolicy, PolicyConflict, Resolution, ScopedPolicy, resolve};

@@ -74,6 +74,9 @@ pub struct EffectivePolicy {
     /// The platform's degradation policy, with the policy that set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_degradation: Option<DegradationInForce>,
+    /// The runtime security baseline.
+    #[serde(default)]
+    pub security: super::security::SecurityBaseline,
 }
 
 /// The Global degradation policy in force for an application.
@@ -99,6 +102,7 @@ impl Default for EffectivePolicy {
             placement_strategy: StrategyKind::BinPack,
             fair_share_within_tenant: false,
             global_degradation: None,
+            security: super::security::SecurityBaseline::default(),
         }
     }
 }
@@ -387,6 +391,24 @@ pub fn resolve(
             decided_by: by.into(),
             rule: "the most specific scope wins".into(),
             overridden: overrides(&strategies[..strategies.len() - 1], |_| true),
+        });
+    }
+    eff.security = super::security::resolve_security(&ps);
+    if !eff.security.decided_by.is_empty() {
+        res.push(Resolution {
+            field: "security".into(),
+            value: format!("{} rule(s) set", eff.security.decided_by.len()),
+            decided_by: eff
+                .security
+                .decided_by
+                .values()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(" + "),
+            rule: "the tighter value wins; lists intersect".into(),
+            overridden: Vec::new(),
         });
     }
     let within: Vec<(&str, bool)> = ps

@@ -33,6 +33,14 @@ pub struct WorkloadLaunch {
     /// the servers (`disconnect.stopOnClientAfter`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on_client_after: Option<crate::model::time::DurationMs>,
+    /// What the runtime enforces on it (user, capabilities, no_new_privs,
+    /// system-call filter, writable paths).
+    #[serde(default)]
+    pub security: crate::model::security::SecurityContext,
+    /// Kubernetes namespace for its pods when the spec names none (the
+    /// tenant's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// Everything an adapter needs to run an init job.
@@ -51,6 +59,12 @@ pub struct JobLaunch {
     pub timeout: Option<DurationMs>,
     /// Opaque runtime description.
     pub runtime_spec: RuntimeSpec,
+    /// What the runtime enforces on it (its workload's context).
+    #[serde(default)]
+    pub security: crate::model::security::SecurityContext,
+    /// Kubernetes namespace when the spec names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// What to do.

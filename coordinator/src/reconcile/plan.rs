@@ -37,6 +37,7 @@ use crate::model::names::AppKey;
 use crate::model::qos::MinimalReservation;
 use crate::model::time::Timestamp;
 use crate::model::workload::Workload;
+use crate::policy::security::SecurityBaseline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -64,6 +65,10 @@ pub struct PlanInput<'a> {
     pub rollout_started: Option<Timestamp>,
     /// Now.
     pub now: Timestamp,
+    /// The security baseline in force.
+    pub security: &'a SecurityBaseline,
+    /// The tenant's first Kubernetes namespace.
+    pub namespace: Option<&'a str>,
 }
 
 /// Something that cannot proceed, and why.
@@ -95,9 +100,17 @@ pub struct Plan {
     pub rollout_failed: Option<(String, String)>,
 }
 
-/// Launch description of workload `w`.
-pub fn launch_of(app: &Application, w: &Workload) -> WorkloadLaunch {
+/// Launch description of workload `w` under security baseline `b`, its pods
+/// in `namespace` unless its spec names one.
+pub fn launch_of(
+    app: &Application,
+    w: &Workload,
+    b: &SecurityBaseline,
+    namespace: Option<&str>,
+) -> WorkloadLaunch {
     WorkloadLaunch {
+        security: crate::policy::security::context_of(&w.security, b),
+        namespace: namespace.map(str::to_string),
         runtime: w.runtime,
         image: w.image.clone(),
         qos: app.qos_of(w),
@@ -213,6 +226,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 version: st.version,
             };
             let job_launch = || JobLaunch {
+                security: crate::policy::security::context_of(&w.security, input.security),
+                namespace: input.namespace.map(str::to_string),
                 runtime: j.runtime.unwrap_or(w.runtime),
                 image: j.image.clone(),
                 resources: j.resources,
@@ -611,7 +626,7 @@ fn start(
             instance,
             placement: inst.placement,
             attempt: inst.starts + 1,
-            launch: Box::new(launch_of(input.app, w)),
+            launch: Box::new(launch_of(input.app, w, input.security, input.namespace)),
         },
     }
 }

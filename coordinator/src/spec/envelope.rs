@@ -65,6 +65,9 @@ pub struct TenantSpec {
     /// Tenant-scope policy rules.
     #[serde(default)]
     pub policy: PolicyRules,
+    /// Kubernetes namespaces it owns (default: its name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
 }
 
 /// Scope level named in a Policy document.
@@ -174,6 +177,7 @@ impl TenantDoc {
             quota: self.spec.quota,
             pools: self.spec.pools,
             policy: self.spec.policy,
+            namespaces: self.spec.namespaces,
         }
     }
 }

@@ -71,6 +71,7 @@ pub fn application(app: &Application) -> Vec<FieldError> {
             );
         }
         workload(&mut v, app, w, &p);
+        v.extend(w.security.validate(&join(&p, "security")));
     }
     let names: BTreeSet<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
     for (i, w) in s.workloads.iter().enumerate() {
@@ -253,6 +254,9 @@ pub fn tenant(t: &Tenant) -> Vec<FieldError> {
     }
     v.extend(t.policy.validate("spec.policy"));
     v.extend(t.policy.scope_errors(1, "spec.policy"));
+    for (i, ns) in t.namespaces.iter().enumerate() {
+        name(&mut v, &format!("spec.namespaces[{i}]"), ns);
+    }
     v.errors().to_vec()
 }
 

@@ -78,6 +78,13 @@ impl Coordinator {
                 continue;
             }
             let spec_of = |v: u32| e.version(v).map(|av| av.spec.as_ref());
+            let baseline = e
+                .effective
+                .as_ref()
+                .map(|p| p.security.clone())
+                .unwrap_or_default();
+            let namespace = self.namespace_of(&e.key.tenant);
+            let ns = namespace.as_deref();
             for (k, inst) in &e.runtime.instances {
                 if let Some(old) = &inst.replacing
                     && !old.stop_requested
@@ -98,7 +105,7 @@ impl Coordinator {
                             placement: old.placement,
                             attempt: 1,
                             not_before: None,
-                            launch: launch_of(spec, w),
+                            launch: launch_of(spec, w, &baseline, ns),
                         });
                 }
                 let Some((Requested::Start(attempt), _)) = inst.requested else {
@@ -130,7 +137,7 @@ impl Coordinator {
                         placement: inst.placement,
                         attempt,
                         not_before,
-                        launch: launch_of(spec, w),
+                        launch: launch_of(spec, w, &baseline, ns),
                     });
             }
             for ((wname, jname), st) in &e.runtime.jobs {
@@ -156,6 +163,8 @@ impl Coordinator {
                     run: st.run,
                     attempt: st.attempts,
                     launch: JobLaunch {
+                        security: crate::policy::security::context_of(&w.security, &baseline),
+                        namespace: namespace.clone(),
                         runtime: j.runtime.unwrap_or(w.runtime),
                         image: j.image.clone(),
                         resources: j.resources,

@@ -16,6 +16,14 @@ use crate::reconcile::{
 };
 
 impl Coordinator {
+    /// The Kubernetes namespace pods of `tenant` run in when their spec
+    /// names none: the first it owns.
+    pub(super) fn namespace_of(&self, tenant: &str) -> Option<String> {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.spec.owned_namespaces().into_iter().next())
+    }
+
     /// Plans `key` now and applies the plan.
     pub(super) fn replan(&mut self, key: &AppKey, now: Timestamp, out: &mut Outcome) {
         let Some(p) = self.current_plan(key, now) else {
@@ -27,7 +35,15 @@ impl Coordinator {
     /// The plan for `key` at `now`, without applying it.
     pub(super) fn current_plan(&self, key: &AppKey, now: Timestamp) -> Option<Plan> {
         let e = self.apps.get(key)?;
+        let baseline = e
+            .effective
+            .as_ref()
+            .map(|p| p.security.clone())
+            .unwrap_or_default();
+        let namespace = self.namespace_of(&key.tenant);
         Some(plan(&PlanInput {
+            security: &baseline,
+            namespace: namespace.as_deref(),
             key,
             app: e.spec(),
             version: e.current,
