@@ -47,6 +47,8 @@ fn spec(name: &str, i: u32, runtime_spec: serde_json::Value) -> WorkloadInstance
         deadline: None,
         runtime_spec: RuntimeSpec::new(runtime_spec),
         placement: Placement::default(),
+        security: Default::default(),
+        namespace: None,
     }
 }
 

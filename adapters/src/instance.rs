@@ -193,6 +193,13 @@ pub struct WorkloadInstanceSpec {
     /// Where it runs: node and cgroups prepared by the agent.
     #[serde(default)]
     pub placement: Placement,
+    /// What the runtime enforces (user, capabilities, no_new_privs,
+    /// system-call filter, writable paths; a Kubernetes namespace default).
+    #[serde(default)]
+    pub security: daros_coordinator::model::security::SecurityContext,
+    /// Namespace for pods when the RuntimeSpec names none (the tenant's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl WorkloadInstanceSpec {
@@ -217,6 +224,11 @@ impl WorkloadInstanceSpec {
             deadline: None,
             runtime_spec: w.runtime_spec.clone(),
             placement,
+            security: daros_coordinator::policy::security::context_of(
+                &w.security,
+                &Default::default(),
+            ),
+            namespace: None,
         }
     }
 
@@ -241,6 +253,11 @@ impl WorkloadInstanceSpec {
             deadline: job.timeout,
             runtime_spec: job.runtime_spec.clone(),
             placement,
+            security: daros_coordinator::policy::security::context_of(
+                &w.security,
+                &Default::default(),
+            ),
+            namespace: None,
         }
     }
 

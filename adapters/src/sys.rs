@@ -30,6 +30,14 @@ pub enum Stage {
     Chdir = 7,
     /// `execve` of the program.
     Exec = 8,
+    /// Dropping capabilities from the bounding set.
+    Capabilities = 9,
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs = 10,
+    /// `landlock_restrict_self` (read-only filesystem but writable paths).
+    Landlock = 11,
+    /// Installing the seccomp filter.
+    Seccomp = 12,
 }
 
 impl Stage {
@@ -44,6 +52,10 @@ impl Stage {
             6 => Stage::ParentDeath,
             7 => Stage::Chdir,
             8 => Stage::Exec,
+            9 => Stage::Capabilities,
+            10 => Stage::NoNewPrivs,
+            11 => Stage::Landlock,
+            12 => Stage::Seccomp,
             _ => return None,
         })
     }
@@ -59,6 +71,10 @@ impl Stage {
             Stage::ParentDeath => "tie to shim",
             Stage::Chdir => "change to working directory",
             Stage::Exec => "exec",
+            Stage::Capabilities => "drop capabilities",
+            Stage::NoNewPrivs => "set no_new_privs",
+            Stage::Landlock => "restrict the filesystem (Landlock)",
+            Stage::Seccomp => "install the seccomp filter",
         }
     }
 }
@@ -84,6 +100,15 @@ pub struct ChildSetup {
     pub die_with_parent: Option<i32>,
     /// Write end of the stage pipe (close-on-exec).
     pub stage_fd: Option<RawFd>,
+    /// Capabilities kept in the bounding set (bit n = capability n); the
+    /// others are dropped. `None`: the bounding set is left as it is.
+    pub keep_caps: Option<u64>,
+    /// Set `PR_SET_NO_NEW_PRIVS`.
+    pub no_new_privs: bool,
+    /// Landlock ruleset to restrict itself with.
+    pub landlock_fd: Option<RawFd>,
+    /// Seccomp programs to install, in order (last step before exec).
+    pub seccomp: Vec<seccompiler::BpfProgram>,
 }
 
 impl ChildSetup {
@@ -98,6 +123,22 @@ impl ChildSetup {
             let mut buf = [0u8; 12];
             let n = format_i32(v, &mut buf);
             write_file(c"/proc/self/oom_score_adj", &buf[..n])?;
+        }
+        if let Some(keep) = self.keep_caps {
+            // Before the user switch: dropping needs CAP_SETPCAP.
+            self.stage(Stage::Capabilities);
+            for cap in 0..=crate::process::confine::LAST_CAP {
+                if keep & (1 << cap) == 0 {
+                    // SAFETY: plain prctl with integer arguments.
+                    let r = unsafe {
+                        libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0)
+                    };
+                    // A capability this kernel does not know is not there.
+                    if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+            }
         }
         if self.uid.is_some() || self.gid.is_some() {
             self.stage(Stage::Groups);
@@ -128,6 +169,35 @@ impl ChildSetup {
             self.stage(Stage::Chdir);
             // SAFETY: `cwd` is a valid NUL-terminated string.
             check(unsafe { libc::chdir(cwd.as_ptr()) })?;
+        }
+        if self.no_new_privs {
+            self.stage(Stage::NoNewPrivs);
+            // SAFETY: plain prctl with integer arguments.
+            check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+        }
+        if let Some(fd) = self.landlock_fd {
+            self.stage(Stage::Landlock);
+            // SAFETY: plain system call with an fd and a flags word.
+            let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) };
+            check(i32::try_from(r).unwrap_or(-1))?;
+        }
+        for prog in &self.seccomp {
+            self.stage(Stage::Seccomp);
+            let fprog = libc::sock_fprog {
+                len: u16::try_from(prog.len()).unwrap_or(u16::MAX),
+                // seccompiler's sock_filter is repr(C) with the kernel's layout.
+                filter: prog.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+            };
+            // SAFETY: `fprog` points at a live program for the duration of the call.
+            check(unsafe {
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                    &fprog as *const libc::sock_fprog as libc::c_ulong,
+                    0,
+                    0,
+                )
+            })?;
         }
         // The shim blocks signals for its signalfd; the workload must not
         // inherit that mask.

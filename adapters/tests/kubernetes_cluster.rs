@@ -61,6 +61,8 @@ fn spec(name: &str, script: &str, policy: LifecyclePolicy) -> WorkloadInstanceSp
             "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", script]}]
         }}})),
         placement: Placement::default(),
+        security: Default::default(),
+        namespace: None,
     }
 }
 

@@ -264,3 +264,73 @@ fn failing_init_job_keeps_dependents_from_starting_and_describe_says_why() {
         cgroups_left(&t).is_empty().then_some(())
     });
 }
+
+/// Issue 21 through darosd: the sample runs unprivileged and confined (checked in
+/// `/proc/PID/status`), `describe` shows what is enforced, and under a policy
+/// requiring non-root a root workload is refused naming the rule and the policy.
+#[test]
+fn the_shop_runs_unprivileged_and_the_baseline_refuses_root() {
+    let t = TestRoot::new("e2e-secure");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let yaml = dir.path().join("shop.yaml");
+    std::fs::write(
+        &yaml,
+        shop_yaml("shop", port, &dir.path().join("shop"), false),
+    )
+    .unwrap();
+    let a = Agent::start(dir.path(), t.name());
+    a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
+    a.wait_app("shop Running", "shop", |d| phase(d) == "Running");
+    let web = main_pid(&t, "shop-team.shop.web-v1.0");
+    let status = std::fs::read_to_string(format!("/proc/{web}/status")).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}:")))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        field("Uid").split_whitespace().next(),
+        Some("65534"),
+        "{status}"
+    );
+    assert_eq!(field("CapEff"), "0000000000000000");
+    assert_eq!(field("NoNewPrivs"), "1");
+    assert_eq!(field("Seccomp"), "2");
+    let text = a.ctl_ok(&["describe", "app", "shop"]);
+    assert!(text.contains("Security:"), "{text}");
+    assert!(
+        text.contains("no_new_privs, seccomp RuntimeDefault"),
+        "{text}"
+    );
+
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: daros.io/v1\nkind: Policy\nmetadata: {name: baseline}\n\
+         spec: {scope: Global, rules: {security: {runAsNonRoot: true}}}\n",
+    )
+    .unwrap();
+    a.ctl_ok(&["apply", "-f", policy.to_str().unwrap()]);
+    let rooty = dir.path().join("rooty.yaml");
+    std::fs::write(
+        &rooty,
+        shop_yaml("rooty", free_port(), &dir.path().join("rooty"), false)
+            .replace("user: nobody", "user: root"),
+    )
+    .unwrap();
+    let out = a.ctl(&["apply", "-f", rooty.to_str().unwrap()]);
+    assert!(!out.status.success(), "refused: {out:?}");
+    let text = a.ctl_ok(&["describe", "app", "shop-team/rooty"]);
+    assert!(text.contains("Phase:       Rejected"), "{text}");
+    assert!(
+        text.contains(
+            "security.runAsNonRoot: workload web: it runs as root (forbidden by policy baseline (global))"
+        ),
+        "{text}"
+    );
+    // The running shop (nobody) is not affected.
+    assert_eq!(phase(&a.json(&["describe", "app", "shop"])), "Running");
+}

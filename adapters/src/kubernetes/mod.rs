@@ -12,6 +12,7 @@
 
 pub mod cgroup;
 pub mod pod;
+pub mod security;
 pub mod spec;
 pub mod status;
 
@@ -491,9 +492,12 @@ impl RuntimeAdapter for KubernetesAdapter {
         if !errs.is_empty() {
             return Err(AdapterError::InvalidSpec(errs));
         }
+        // The spec's namespace (admission checked the tenant owns it), else
+        // the tenant's, else the adapter's default.
         let namespace = ks
             .namespace
             .clone()
+            .or_else(|| spec.namespace.clone())
             .unwrap_or_else(|| self.inner.cfg.default_namespace.clone());
         let pod = build_pod(spec, &ks, &namespace)?;
         let name = pod_name(&spec.key);

@@ -187,6 +187,7 @@ pub fn build_pod(
             first.resources = resources(spec);
         }
     }
+    errs.extend(super::security::apply(&mut pod_spec, &spec.security, base));
     if !errs.is_empty() {
         return Err(AdapterError::InvalidSpec(errs));
     }

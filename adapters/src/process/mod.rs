@@ -14,7 +14,8 @@
 //! <state>/run/<instance>/<run>/       shim.json, started.json, exit.json, shim.log
 //! ```
 
-pub mod launch;
+pub mod confine;
+mod launch;
 pub mod pidfd;
 pub mod protocol;
 pub mod shim;
@@ -229,8 +230,12 @@ impl ProcessAdapter {
 
 /// Parses and resolves the spec's RuntimeSpec for this host.
 fn plan_for(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {
-    let ps = ProcessSpec::parse(&spec.runtime_spec.0, "runtimeSpec")?;
-    resolve(
+    let mut ps = ProcessSpec::parse(&spec.runtime_spec.0, "runtimeSpec")?;
+    // The security block may name the user instead of the RuntimeSpec.
+    if ps.user.is_none() {
+        ps.user.clone_from(&spec.security.run_as_user);
+    }
+    let plan = resolve(
         &ps,
         "runtimeSpec",
         spec.image.as_deref(),
@@ -240,7 +245,20 @@ fn plan_for(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {
             workload: &spec.key.workload,
             replica: spec.key.replica,
         },
-    )
+    )?;
+    let root = plan
+        .uid
+        .map_or_else(|| rustix::process::geteuid().is_root(), |u| u == 0);
+    if spec.security.run_as_non_root && root {
+        return Err(AdapterError::field(
+            "runtimeSpec.user",
+            "runs as root; the security baseline requires a non-root user (runAsNonRoot)",
+        ));
+    }
+    Ok(LaunchPlan {
+        security: spec.security.clone(),
+        ..plan
+    })
 }
 
 fn validate(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {

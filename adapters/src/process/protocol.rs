@@ -65,6 +65,9 @@ pub struct ShimConfig {
     pub log_limits: LogLimits,
     /// This run's directory.
     pub run_dir: PathBuf,
+    /// Confinement of the workload (default: the default baseline).
+    #[serde(default)]
+    pub security: daros_coordinator::model::security::SecurityContext,
 }
 
 /// A process, identified beyond its pid by its start time (clock ticks

@@ -154,6 +154,8 @@ fn supervise(cfg: &ShimConfig) -> Result<(), Failure> {
     let mut log =
         RotatingLog::open(&cfg.log_dir, cfg.log_limits).map_err(|e| launch_err("open log", &e))?;
 
+    let conf = super::confine::Confinement::prepare(&cfg.security, cfg.uid.zip(cfg.gid))
+        .map_err(|e| launch_err("prepare confinement", &e))?;
     let stages = StagePipe::new().map_err(|e| launch_err("stage pipe", &e))?;
     let setup = ChildSetup {
         cgroup_procs: cfg
@@ -168,6 +170,10 @@ fn supervise(cfg: &ShimConfig) -> Result<(), Failure> {
         cwd: Some(cstring("change to working directory", &cfg.working_dir)?),
         die_with_parent: Some(i32::try_from(std::process::id()).unwrap_or(0)),
         stage_fd: stages.write_fd(),
+        keep_caps: conf.keep_caps,
+        no_new_privs: conf.no_new_privs,
+        landlock_fd: conf.landlock.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
+        seccomp: conf.seccomp,
     };
     let mut cmd = Command::new(&cfg.program);
     cmd.args(&cfg.args)

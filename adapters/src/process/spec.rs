@@ -95,6 +95,8 @@ pub struct LaunchPlan {
     pub groups: Vec<u32>,
     /// Log rotation.
     pub log_limits: LogLimits,
+    /// Confinement (capabilities, no_new_privs, seccomp, writable paths).
+    pub security: daros_coordinator::model::security::SecurityContext,
 }
 
 /// Variables that name the instance to the workload.
@@ -220,6 +222,7 @@ pub fn resolve(
         gid: ids.gid,
         groups: ids.groups,
         log_limits,
+        security: Default::default(),
     })
 }
 

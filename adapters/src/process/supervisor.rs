@@ -332,6 +332,7 @@ impl Supervisor {
             log_dir: self.ctx.log_dir(&self.name()),
             log_limits: plan.log_limits,
             run_dir: run_dir.clone(),
+            security: plan.security,
         };
         match launch(
             &self.ctx.cfg.shim_path,

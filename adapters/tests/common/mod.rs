@@ -208,6 +208,8 @@ pub fn spec(
         deadline: None,
         runtime_spec: RuntimeSpec::new(runtime_spec),
         placement,
+        security: Default::default(),
+        namespace: None,
     }
 }
 

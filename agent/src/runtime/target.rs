@@ -181,6 +181,10 @@ impl Target {
             max_retries: Some(0),
             ..LifecyclePolicy::default()
         };
+        let (security, namespace) = match &self.spec {
+            TargetSpec::Instance(l) => (l.security.clone(), l.namespace.clone()),
+            TargetSpec::Job(l) => (l.security.clone(), l.namespace.clone()),
+        };
         let (runtime, image, health_checks, deadline, mut runtime_spec, lifecycle) =
             match &self.spec {
                 TargetSpec::Instance(l) => (
@@ -223,6 +227,8 @@ impl Target {
             deadline,
             runtime_spec,
             placement,
+            security,
+            namespace,
         }
     }
 }

@@ -445,6 +445,15 @@ pub fn free_port() -> u16 {
 /// The sample shop renamed to `app`, serving on `port` from `dir`; with
 /// `fail_init` its init job exits 3.
 pub fn shop_yaml(app: &str, port: u16, dir: &Path, fail_init: bool) -> String {
+    // web and worker run as nobody: the test's own directory (a 0700
+    // tempdir) must let them through.
+    if let Some(parent) = dir.parent()
+        && parent.starts_with(std::env::temp_dir())
+        && parent != std::env::temp_dir()
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
+    }
     let mut y = std::fs::read_to_string(SHOP)
         .unwrap()
         .replace("name: shop\n", &format!("name: {app}\n"))

@@ -307,6 +307,38 @@ impl Default for SecurityContext {
     }
 }
 
+impl SecurityContext {
+    /// One line for `describe`.
+    pub fn describe(&self) -> String {
+        if self.privileged {
+            return "privileged (every capability, no system-call filter)".into();
+        }
+        let mut parts = Vec::new();
+        if let Some(u) = &self.run_as_user {
+            parts.push(format!("user {u}"));
+        }
+        if self.run_as_non_root {
+            parts.push("non-root".into());
+        }
+        parts.push(format!(
+            "capabilities [{}]",
+            self.capabilities
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if self.no_new_privileges {
+            parts.push("no_new_privs".into());
+        }
+        parts.push(format!("seccomp {:?}", self.seccomp));
+        if let Some(w) = &self.writable_paths {
+            parts.push(format!("read-only but [{}]", w.join(", ")));
+        }
+        parts.join(", ")
+    }
+}
+
 /// True when `user` names root (by name or uid).
 pub fn is_root(user: &str) -> bool {
     user == "root" || user == "0"

@@ -118,6 +118,9 @@ pub struct AppDescription {
     pub policies: Vec<String>,
     /// How the policy was resolved.
     pub resolutions: Vec<Resolution>,
+    /// What the runtime enforces on each workload (security baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security: Vec<(String, crate::model::security::SecurityContext)>,
     /// Instances.
     pub instances: Vec<InstanceView>,
     /// Init jobs.
@@ -185,6 +188,12 @@ impl AppDescription {
         );
         if !self.policies.is_empty() {
             let _ = writeln!(s, "Policies:    {}", self.policies.join(", "));
+        }
+        if !self.security.is_empty() {
+            let _ = writeln!(s, "Security:");
+            for (w, c) in &self.security {
+                let _ = writeln!(s, "  {w:<12} {}", c.describe());
+            }
         }
         if !self.instances.is_empty() {
             let _ = writeln!(s, "Instances:");
@@ -361,6 +370,23 @@ impl Coordinator {
                 .and_then(|id| self.evaluation(id))
                 .map(|ev| ev.resolutions.clone())
                 .unwrap_or_default(),
+            security: {
+                let b = e
+                    .effective
+                    .as_ref()
+                    .map(|p| p.security.clone())
+                    .unwrap_or_default();
+                spec.spec
+                    .workloads
+                    .iter()
+                    .map(|w| {
+                        (
+                            w.name.clone(),
+                            crate::policy::security::context_of(&w.security, &b),
+                        )
+                    })
+                    .collect()
+            },
             instances,
             jobs,
             blocked: self
