@@ -305,3 +305,37 @@ fn bad_input_names_the_field() {
     .to_string();
     assert!(e.contains("spec.rules.security.allowedUsers"), "{e}");
 }
+
+#[test]
+fn groups_are_policy_bound_too() {
+    let mut c = cluster("security: {allowedGroups: [nogroup]}");
+    apply(
+        &mut c,
+        &process_app(
+            "g",
+            "      security: {runAsUser: nobody}\n",
+            "{command: /bin/sleep, group: root}",
+        ),
+        1,
+    );
+    assert_eq!(
+        refused(&c, "g"),
+        [
+            "security.allowedGroups: workload web: it runs as group root; allowed: [nogroup] (forbidden by policy baseline (global))"
+        ]
+    );
+    let out = apply(
+        &mut c,
+        &process_app(
+            "ok",
+            "      security: {runAsUser: nobody, runAsGroup: nogroup}\n",
+            "{command: /bin/sleep}",
+        ),
+        2,
+    );
+    assert_ne!(
+        c.phase(&key("acme", "ok")),
+        Some(Phase::Rejected),
+        "{out:?}"
+    );
+}

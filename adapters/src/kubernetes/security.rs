@@ -26,6 +26,10 @@ pub fn apply(pod: &mut PodSpec, ctx: &SecurityContext, base: &str) -> Vec<FieldE
         .run_as_user
         .as_deref()
         .and_then(|u| u.parse::<i64>().ok());
+    let group = ctx
+        .run_as_group
+        .as_deref()
+        .and_then(|g| g.parse::<i64>().ok());
     let mut each = |kind: &str, list: &mut Vec<Container>| {
         for (i, c) in list.iter_mut().enumerate() {
             let at = format!("{base}.spec.{kind}[{i}].securityContext");
@@ -58,6 +62,9 @@ pub fn apply(pod: &mut PodSpec, ctx: &SecurityContext, base: &str) -> Vec<FieldE
             }
             if let Some(u) = user {
                 sc.run_as_user = Some(u);
+            }
+            if let Some(g) = group {
+                sc.run_as_group = Some(g);
             }
             if ctx.writable_paths.is_some() {
                 sc.read_only_root_filesystem = Some(true);

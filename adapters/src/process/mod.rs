@@ -235,6 +235,9 @@ fn plan_for(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {
     if ps.user.is_none() {
         ps.user.clone_from(&spec.security.run_as_user);
     }
+    if ps.group.is_none() {
+        ps.group.clone_from(&spec.security.run_as_group);
+    }
     let plan = resolve(
         &ps,
         "runtimeSpec",

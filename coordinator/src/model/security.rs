@@ -156,6 +156,9 @@ pub struct SecurityRules {
     /// Users (names or uids) workloads may run as (default: any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_users: Option<Vec<String>>,
+    /// Groups (names or gids) workloads may run as (default: any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_groups: Option<Vec<String>>,
     /// Capabilities a workload may add to the default set (default: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_capabilities: Option<Vec<Capability>>,
@@ -188,13 +191,16 @@ impl SecurityRules {
     /// Checks the values; `path` is the rules' path.
     pub fn validate(&self, path: &str) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        if let Some(u) = &self.allowed_users
-            && u.is_empty()
-        {
-            errs.push(FieldError::new(
-                join(path, "allowedUsers"),
-                "an empty list allows nobody; leave it out to allow every user",
-            ));
+        for (field, list) in [
+            ("allowedUsers", &self.allowed_users),
+            ("allowedGroups", &self.allowed_groups),
+        ] {
+            if list.as_ref().is_some_and(Vec::is_empty) {
+                errs.push(FieldError::new(
+                    join(path, field),
+                    "an empty list allows nobody; leave it out to allow every one",
+                ));
+            }
         }
         if let Some(ps) = &self.allowed_writable_paths {
             for (i, p) in ps.iter().enumerate() {
@@ -218,6 +224,9 @@ pub struct WorkloadSecurity {
     /// `runtimeSpec.user` (the two must agree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_as_user: Option<String>,
+    /// Group (name or gid); for a process workload also `runtimeSpec.group`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<String>,
     /// Every capability and no system-call filter.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub privileged: bool,
@@ -280,6 +289,9 @@ pub struct SecurityContext {
     /// User to run as, when the workload names one here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_user: Option<String>,
+    /// Group to run as, when the workload names one here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<String>,
     /// Refuse to start as root (the adapter checks the user it resolved).
     pub run_as_non_root: bool,
     /// Capabilities kept in the bounding, permitted and effective sets.
@@ -298,6 +310,7 @@ impl Default for SecurityContext {
         Self {
             privileged: false,
             run_as_user: None,
+            run_as_group: None,
             run_as_non_root: false,
             capabilities: Capability::defaults(),
             no_new_privileges: true,
@@ -316,6 +329,9 @@ impl SecurityContext {
         let mut parts = Vec::new();
         if let Some(u) = &self.run_as_user {
             parts.push(format!("user {u}"));
+        }
+        if let Some(g) = &self.run_as_group {
+            parts.push(format!("group {g}"));
         }
         if self.run_as_non_root {
             parts.push("non-root".into());

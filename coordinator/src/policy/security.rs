@@ -25,6 +25,9 @@ pub struct SecurityBaseline {
     /// Users allowed (`None`: any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_users: Option<BTreeSet<String>>,
+    /// Groups allowed (`None`: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_groups: Option<BTreeSet<String>>,
     /// Capabilities a workload may add.
     pub allowed_capabilities: BTreeSet<Capability>,
     /// `no_new_privs` on every process.
@@ -51,6 +54,7 @@ impl Default for SecurityBaseline {
             allow_privileged: false,
             run_as_non_root: false,
             allowed_users: None,
+            allowed_groups: None,
             allowed_capabilities: BTreeSet::new(),
             no_new_privileges: true,
             seccomp: SeccompProfile::RuntimeDefault,
@@ -164,6 +168,17 @@ pub fn resolve_security(ps: &[&ScopedPolicy<'_>]) -> SecurityBaseline {
                 .and_modify(|d: &mut String| d.push_str(&format!(" + {}", by(p))))
                 .or_insert_with(|| by(p));
         }
+        if let Some(groups) = &s.allowed_groups {
+            let list: BTreeSet<String> = groups.iter().cloned().collect();
+            b.allowed_groups = Some(match b.allowed_groups.take() {
+                None => list,
+                Some(cur) => cur.intersection(&list).cloned().collect(),
+            });
+            decided
+                .entry("allowedGroups".into())
+                .and_modify(|d: &mut String| d.push_str(&format!(" + {}", by(p))))
+                .or_insert_with(|| by(p));
+        }
         if let Some(caps) = &s.allowed_capabilities {
             let list: BTreeSet<Capability> = caps.iter().cloned().collect();
             b.allowed_capabilities = if decided.contains_key("allowedCapabilities") {
@@ -215,6 +230,30 @@ pub fn requested_user(w: &Workload) -> Option<String> {
                 .and_then(as_string)
         })
     })
+}
+
+/// The group a workload runs as, as far as the coordinator can tell (like
+/// [`requested_user`]); `None`: its user's primary group.
+pub fn requested_group(w: &Workload) -> Option<String> {
+    if let Some(g) = &w.security.run_as_group {
+        return Some(g.clone());
+    }
+    let as_string = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    w.runtime_spec
+        .value()
+        .get("group")
+        .and_then(as_string)
+        .or_else(|| {
+            pod_spec(w).and_then(|p| {
+                p.get("securityContext")?
+                    .get("runAsGroup")
+                    .and_then(as_string)
+            })
+        })
 }
 
 fn pod_spec(w: &Workload) -> Option<&serde_json::Value> {
@@ -311,6 +350,21 @@ pub fn check_workload(w: &Workload, b: &SecurityBaseline, namespaces: &[String])
                     allowed.iter().cloned().collect::<Vec<_>>().join(", ")
                 ),
             ));
+        }
+    }
+    if let Some(allowed) = &b.allowed_groups {
+        match requested_group(w) {
+            Some(g) if allowed.contains(&g) => {}
+            g => v.push((
+                "security.allowedGroups".into(),
+                format!(
+                    "it runs as group {}; allowed: [{}]",
+                    g.unwrap_or_else(
+                        || "(its user's primary group; set security.runAsGroup)".into()
+                    ),
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
         }
     }
     let extra: Vec<String> = s
@@ -419,6 +473,7 @@ pub fn context_of(s: &WorkloadSecurity, b: &SecurityBaseline) -> SecurityContext
     SecurityContext {
         privileged,
         run_as_user: s.run_as_user.clone(),
+        run_as_group: s.run_as_group.clone(),
         run_as_non_root: b.run_as_non_root,
         capabilities: caps.into_iter().collect(),
         no_new_privileges: b.no_new_privileges && !privileged,
