@@ -6,7 +6,8 @@
 //! `systemd-analyze security` while it runs; the agent is sandboxed (no new
 //! privileges, a system-call filter, a narrow capability set, its own mount
 //! namespace) and still runs its eBPF datapath; a workload with
-//! `user: nobody` runs as nobody with none of that sandbox, its shim a
+//! `user: nobody` runs as nobody with none of that sandbox (only the security
+//! baseline's own confinement: default capabilities, no_new_privs, its filter), its shim a
 //! transient unit in daros.slice; restarting the agent keeps the workload;
 //! deleting the application leaves no process and no unit behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -163,10 +164,23 @@ fn the_installed_unit_is_hardened_and_workloads_run_outside_its_sandbox() {
     std::fs::write(spec, APP).unwrap();
     darosctl(&format!("apply -f {spec}"));
     let pid = wait_for("the workload running", || workload_pids().first().copied());
-    // The workload: the user its spec names, none of the agent's sandbox.
+    // The workload: the user its spec names, none of the agent's sandbox —
+    // only the security baseline's own confinement (docs/security.md): the
+    // default capability set rather than the agent's, no_new_privs, and
+    // exactly the two RuntimeDefault seccomp programs rather than systemd's.
     assert_eq!(status(pid, "Uid").split_whitespace().next(), Some("65534"));
-    assert_eq!(status(pid, "NoNewPrivs"), "0");
-    assert_eq!(status(pid, "Seccomp"), "0");
+    assert_eq!(
+        status(pid, "CapBnd"),
+        "00000000a80425fb",
+        "the default capability set, not the agent's"
+    );
+    assert_eq!(status(pid, "NoNewPrivs"), "1");
+    assert_eq!(status(pid, "Seccomp"), "2");
+    assert_eq!(
+        status(pid, "Seccomp_filters"),
+        "2",
+        "the baseline's filter only, none of the agent's"
+    );
     assert_eq!(mnt_ns(pid), mnt_ns(1), "the host's mount namespace");
     let shim = ppid(pid);
     let shim_cgroup = std::fs::read_to_string(format!("/proc/{shim}/cgroup")).unwrap();
