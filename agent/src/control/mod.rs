@@ -13,6 +13,7 @@
 pub mod bootstrap;
 pub mod contact;
 pub mod dispatch;
+pub mod metrics;
 pub mod node;
 pub mod noop;
 pub mod plane;

@@ -349,6 +349,13 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     qos_metrics.push(Box::new(crate::net::metrics::NetCollector::new(
         Arc::clone(&datapath),
     )));
+    let control_metrics = control.as_ref().map(|plane| {
+        let m = Arc::new(crate::control::metrics::ControlMetrics::default());
+        qos_metrics.push(Box::new(crate::control::metrics::ControlCollector(
+            Arc::clone(&m),
+        )));
+        tokio::spawn(Arc::clone(&m).refresh_loop(Arc::clone(plane), Duration::from_secs(1)))
+    });
     let qos_reconcile = qos
         .as_ref()
         .map(|q| qos::reconcile_loop(Arc::clone(q), cfg.qos.reconcile_interval.0, stop_rx.clone()));
@@ -379,6 +386,9 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     notify::stopping();
     let _ = stop_tx.send(true);
     watchdog.abort();
+    if let Some(t) = &control_metrics {
+        t.abort();
+    }
     let grace = Duration::from_secs(5);
     if tokio::time::timeout(grace, api_server).await.is_err() {
         warn!("API connections still open after {grace:?}; closing");

@@ -251,6 +251,9 @@ impl Coordinator {
             } else {
                 SystemEvent::AdmissionFailed
             };
+            if let Some(c) = ev.checks.iter().find(|c| !c.passed) {
+                *self.counters.rejections.entry(c.rule.clone()).or_default() += 1;
+            }
             let _ = self.transition_app(
                 key,
                 Input::Event(event),
@@ -467,6 +470,7 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) {
+        self.count_transition(key, to, trigger, now);
         let ev = LifecycleEvent {
             seq: self.events.next_pos() + 1,
             app: key.clone(),

@@ -559,6 +559,7 @@ impl Coordinator {
                     .join(", ")
             );
             self.evict(&vkey, &lost, &reason, now, out);
+            self.counters.preempted_instances += lost.len() as u64;
             let phase = self.apps.get(&vkey).map(|e| e.phase);
             if phase == Some(Phase::Running) {
                 let _ = self.transition_app(

@@ -12,6 +12,7 @@ pub mod entry;
 mod headline;
 pub mod history;
 mod liveness;
+pub mod metrics;
 mod nodes;
 mod policy_impact;
 pub mod policy_versions;
@@ -93,6 +94,9 @@ pub struct Coordinator {
     /// Nodes under resource pressure, by name.
     #[serde(default)]
     pressure: BTreeMap<String, pressure::NodePressure>,
+    /// Control-plane counters and latency histograms.
+    #[serde(default)]
+    counters: metrics::Counters,
 }
 
 impl Coordinator {

@@ -78,6 +78,9 @@ impl Coordinator {
                         }
                         inst.starts = *attempt;
                         inst.requested = Some((Requested::Start(*attempt), inst.observations));
+                        if *attempt > 1 {
+                            self.counters.restarts += 1;
+                        }
                         if let Some(r) = p.restarts.get(&k) {
                             inst.restarts = *r;
                         }
@@ -192,6 +195,11 @@ impl Coordinator {
                 inst.last_failure = None;
             } else if state.is_failure() {
                 inst.last_failure = Some(state.describe());
+            }
+            if let Some(c) = state.failure_category()
+                && inst.observed != state
+            {
+                *self.counters.failures.entry(c.to_string()).or_default() += 1;
             }
             inst.observe(state, now);
         } else if let Some(old) = inst

@@ -1,0 +1,303 @@
+//! Metrics of the control plane on `/metrics` (issue 16): every agent
+//! exports its raft view (term, role, indices, leader changes it saw); the
+//! established leader also exports the coordinator's (applications by tenant
+//! and phase, pending by reason, instances per node and pool, quota use,
+//! node conditions, transition/rejection/preemption/failure/restart counters
+//! and phase-latency histograms). The counters are replicated state, so a new
+//! leader continues the same series. Values are refreshed every second by a
+//! task (a scrape never waits on raft).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use daros_coordinator::state::metrics::{Histogram, LATENCY_BUCKETS, MetricsView};
+use daros_gossip::raft::ConsensusStatus;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
+use super::plane::ControlPlane;
+use crate::metrics::{Labels, family};
+
+/// What the last refresh saw.
+#[derive(Debug, Default)]
+struct Seen {
+    status: Option<ConsensusStatus>,
+    view: Option<MetricsView>,
+}
+
+/// The shared state between the refresh task and the collector.
+#[derive(Debug, Default)]
+pub struct ControlMetrics {
+    seen: Mutex<Seen>,
+    leader_changes: AtomicU64,
+}
+
+impl ControlMetrics {
+    /// Refreshes from `plane` every `every`, counting leader changes.
+    pub async fn refresh_loop(self: Arc<Self>, plane: Arc<ControlPlane>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        let mut leader: Option<String> = None;
+        loop {
+            tick.tick().await;
+            let status = plane.mesh().consensus_status();
+            let now_leader = status
+                .as_ref()
+                .and_then(|s| s.leader.as_ref().map(|l| l.to_string()));
+            if now_leader.is_some() && now_leader != leader {
+                if leader.is_some() {
+                    self.leader_changes.fetch_add(1, Ordering::Relaxed);
+                }
+                leader = now_leader;
+            }
+            let leading = status
+                .as_ref()
+                .is_some_and(|s| s.established && s.leader.as_ref() == Some(&s.node_id));
+            let view = if leading {
+                plane
+                    .mesh()
+                    .read_with(|s| s.coordinator().metrics())
+                    .await
+                    .ok()
+            } else {
+                None
+            };
+            if let Ok(mut s) = self.seen.lock() {
+                *s = Seen { status, view };
+            }
+        }
+    }
+}
+
+/// Encodes [`ControlMetrics`].
+#[derive(Debug)]
+pub struct ControlCollector(pub Arc<ControlMetrics>);
+
+fn one(v: f64) -> Vec<(Labels, f64)> {
+    vec![(Vec::new(), v)]
+}
+
+fn histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
+        .iter()
+        .zip(h.buckets.iter().chain(std::iter::repeat(&0)))
+        .map(|(b, n)| (*b, *n))
+        .collect();
+    buckets.push((
+        f64::INFINITY,
+        h.buckets.get(LATENCY_BUCKETS.len()).copied().unwrap_or(0),
+    ));
+    m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+        h.sum_ms as f64 / 1000.0,
+        h.count,
+        &buckets,
+        None,
+    )
+}
+
+impl Collector for ControlCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        use MetricType::{Counter, Gauge};
+        let Ok(seen) = self.0.seen.lock() else {
+            return Ok(());
+        };
+        if let Some(s) = &seen.status {
+            let leading = s.leader.as_ref() == Some(&s.node_id);
+            family(
+                &mut enc,
+                "daros_raft_term",
+                "Current raft term.",
+                Gauge,
+                one(s.term as f64),
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_commit_index",
+                "Highest committed raft log index.",
+                Gauge,
+                one(s.commit_index.unwrap_or(0) as f64),
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_applied_index",
+                "Highest raft log index applied to the coordinator state.",
+                Gauge,
+                one(s.last_applied.unwrap_or(0) as f64),
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_last_log_index",
+                "Last raft log index held.",
+                Gauge,
+                one(s.last_log_index.unwrap_or(0) as f64),
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_is_leader",
+                "1 when this server is the raft leader (and exports the coordinator's metrics once established).",
+                Gauge,
+                one(if leading { 1.0 } else { 0.0 }),
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_role",
+                "This server's raft role (1 for the current one).",
+                Gauge,
+                vec![(vec![("role", format!("{:?}", s.role).to_lowercase())], 1.0)],
+            )?;
+            family(
+                &mut enc,
+                "daros_raft_leader_changes",
+                "Leader changes this agent has seen since it started.",
+                Counter,
+                one(self.0.leader_changes.load(Ordering::Relaxed) as f64),
+            )?;
+        }
+        let Some(v) = &seen.view else {
+            return Ok(());
+        };
+        family(
+            &mut enc,
+            "daros_applications",
+            "Applications by tenant and lifecycle phase.",
+            Gauge,
+            v.applications
+                .iter()
+                .map(|((t, p), n)| (vec![("tenant", t.clone()), ("phase", p.clone())], *n as f64))
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_applications_pending",
+            "Applications not running yet, by tenant and reason (admission, arbitration, starting, the refusing rule such as quota.cpu, or placement.<reject reason>).",
+            Gauge,
+            v.pending
+                .iter()
+                .map(|((t, r), n)| {
+                    (
+                        vec![("tenant", t.clone()), ("reason", r.clone())],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_instances",
+            "Workload instances placed, by node and pool.",
+            Gauge,
+            v.instances
+                .iter()
+                .map(|((node, pool), n)| {
+                    (
+                        vec![("node", node.clone()), ("pool", pool.clone())],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_tenant_quota_used",
+            "What a tenant's admitted applications hold (cpu in cores, memory in bytes, gpu, applications, workloads).",
+            Gauge,
+            v.quota
+                .iter()
+                .map(|((t, r), (used, _))| {
+                    (vec![("tenant", t.clone()), ("resource", r.clone())], *used)
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_tenant_quota_limit",
+            "A tenant's quota, where one is set.",
+            Gauge,
+            v.quota
+                .iter()
+                .filter_map(|((t, r), (_, limit))| {
+                    limit.map(|l| (vec![("tenant", t.clone()), ("resource", r.clone())], l))
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_nodes",
+            "Cluster nodes by condition (ready, down, cordoned, draining, not-registered; under-pressure counted apart).",
+            Gauge,
+            v.nodes
+                .iter()
+                .map(|(c, n)| (vec![("condition", c.clone())], *n as f64))
+                .collect(),
+        )?;
+        let c = &v.counters;
+        family(
+            &mut enc,
+            "daros_lifecycle_transitions",
+            "Application lifecycle transitions, by phase reached and trigger.",
+            Counter,
+            c.transitions
+                .iter()
+                .map(|(k, n)| {
+                    let (phase, trigger) = k.split_once('/').unwrap_or((k.as_str(), ""));
+                    (
+                        vec![
+                            ("phase", phase.to_string()),
+                            ("trigger", trigger.to_string()),
+                        ],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_admission_rejections",
+            "Admissions refused, by the first failing rule.",
+            Counter,
+            c.rejections
+                .iter()
+                .map(|(r, n)| (vec![("rule", r.clone())], *n as f64))
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_preempted_instances",
+            "Instances taken by preemption.",
+            Counter,
+            one(c.preempted_instances as f64),
+        )?;
+        family(
+            &mut enc,
+            "daros_instance_failures",
+            "Instance failures reported by the runtimes, by category (seed 000 §4.7).",
+            Counter,
+            c.failures
+                .iter()
+                .map(|(k, n)| (vec![("category", k.clone())], *n as f64))
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_instance_restarts",
+            "Instance restarts the coordinator asked for.",
+            Counter,
+            one(c.restarts as f64),
+        )?;
+        histogram(
+            &mut enc,
+            "daros_app_admission_to_scheduled_seconds",
+            "Time from admission to placement (Admitted -> Scheduled).",
+            &c.admission_to_scheduled,
+        )?;
+        histogram(
+            &mut enc,
+            "daros_app_scheduled_to_running_seconds",
+            "Time from placement to running (Scheduled -> Running).",
+            &c.scheduled_to_running,
+        )
+    }
+}

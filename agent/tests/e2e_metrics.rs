@@ -1,0 +1,177 @@
+//! Control-plane metrics through a real darosd (issue 16): applying,
+//! refusing and breaking applications moves `/metrics` the way a user would
+//! expect — phase gauges, pending by reason for a quota refusal, a failure
+//! and a restart counter after a kill — and the page passes
+//! `promtool check metrics` when promtool is installed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RestartableDarosd, TestRoot, free_port, main_pid, phase, shop_yaml, wait_for};
+
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    r.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// The value of the series `series` (name with labels, exactly as exported).
+fn value(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn control_plane_metrics_follow_the_applications() {
+    let t = TestRoot::new("e2e-metrics");
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut a = RestartableDarosd::new(
+        dir.path(),
+        t.name(),
+        "e2e-metrics",
+        &[],
+        &[
+            ("DAROS_RUNTIME_STOP_GRACE", "2s"),
+            ("DAROS_METRICS_LISTEN", addr.as_str()),
+        ],
+    );
+    a.spawn_serving();
+    let yaml = dir.path().join("shop.yaml");
+    std::fs::write(
+        &yaml,
+        shop_yaml("shop", free_port(), &dir.path().join("shop"), false),
+    )
+    .unwrap();
+    a.ctl_ok(&["apply", "-f", yaml.to_str().unwrap()]);
+    a.wait_app("shop Running", "shop", |d| phase(d) == "Running");
+    let running = "daros_applications{tenant=\"shop-team\",phase=\"Running\"}";
+    let body = wait_for("Running in /metrics", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        (value(&b, running) == Some(1.0)).then_some(b)
+    });
+    assert_eq!(value(&body, "daros_raft_is_leader"), Some(1.0), "{body}");
+    assert!(value(&body, "daros_raft_term").is_some_and(|t| t >= 1.0));
+    assert_eq!(
+        value(&body, "daros_app_scheduled_to_running_seconds_count"),
+        Some(1.0)
+    );
+    assert!(
+        value(
+            &body,
+            "daros_instances{node=\"e2e-metrics\",pool=\"default\"}"
+        )
+        .is_some()
+            || body.contains("daros_instances{node="),
+        "{body}"
+    );
+
+    // Over quota (shop-team may hold 4 cpu): refused, pending by its rule.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(
+        &big,
+        shop_yaml("big", free_port(), &dir.path().join("big"), false).replacen(
+            "cpu: {request: 250m, limit: \"1\"}",
+            "cpu: {request: \"5\"}",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = a.ctl(&["apply", "-f", big.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let pending = "daros_applications_pending{tenant=\"shop-team\",reason=\"quota.cpu\"}";
+    let body = wait_for("quota refusal in /metrics", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        (value(&b, pending) == Some(1.0)).then_some(b)
+    });
+    assert_eq!(
+        value(
+            &body,
+            "daros_admission_rejections_total{rule=\"quota.cpu\"}"
+        ),
+        Some(1.0),
+        "{body}"
+    );
+
+    // Kill the web server: a runtime failure and a restart are counted.
+    let web = main_pid(&t, "shop-team.shop.web-v1.0");
+    std::process::Command::new("kill")
+        .args(["-9", &web.to_string()])
+        .status()
+        .unwrap();
+    let body: String = wait_for("the kill in /metrics", Duration::from_secs(30), || {
+        let b = scrape(&addr)?;
+        let failures = value(&b, "daros_instance_failures_total{category=\"runtime\"}")?;
+        let restarts = value(&b, "daros_instance_restarts_total")?;
+        (failures >= 1.0 && restarts >= 1.0).then_some(b)
+    });
+
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED: promtool not installed; /metrics was not linted");
+        }
+        Err(e) => panic!("promtool: {e}"),
+        Ok(mut child) => {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// The shipped alert rules parse and fire on the series darosd exports
+/// (`packaging/prometheus/alerts_test.yaml`), when promtool is installed.
+#[test]
+fn alert_rules_pass_promtool() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../packaging/prometheus");
+    for args in [
+        ["check", "rules", "alerts.yaml"],
+        ["test", "rules", "alerts_test.yaml"],
+    ] {
+        match std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(dir)
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("SKIPPED: promtool not installed; the alert rules were not checked");
+                return;
+            }
+            Err(e) => panic!("promtool: {e}"),
+            Ok(out) => assert!(
+                out.status.success(),
+                "promtool {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Control-plane metrics (issue 16, seed 000 §11.3): counters and latency
+//! histograms kept as replicated facts — every replica applies the same
+//! commands at the same proposer timestamps, so every server holds the same
+//! values and a new leader continues the series — and a view of the state
+//! (applications by tenant and phase, what waits and why, instances per node
+//! and pool, quota use, node conditions) computed when asked.
+
+use super::Coordinator;
+use crate::lifecycle::{Phase, Target, Trigger};
+use crate::model::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Upper bounds, in seconds, of the latency histograms' buckets.
+pub const LATENCY_BUCKETS: [f64; 10] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+
+/// A latency histogram (per-bucket counts, not cumulative).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Observations per bucket of [`LATENCY_BUCKETS`] (one more for +Inf).
+    pub buckets: Vec<u64>,
+    /// Observations.
+    pub count: u64,
+    /// Sum of the observations, in milliseconds.
+    pub sum_ms: u64,
+}
+
+impl Histogram {
+    /// Adds one observation of `ms` milliseconds.
+    pub fn observe(&mut self, ms: u64) {
+        if self.buckets.len() != LATENCY_BUCKETS.len() + 1 {
+            self.buckets = vec![0; LATENCY_BUCKETS.len() + 1];
+        }
+        let s = ms as f64 / 1000.0;
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i] += 1;
+        self.count += 1;
+        self.sum_ms = self.sum_ms.saturating_add(ms);
+    }
+}
+
+/// Monotonic counters and histograms (never reset, not trimmed by retention).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counters {
+    /// Lifecycle transitions, by `to/trigger` (`Running/system`).
+    pub transitions: BTreeMap<String, u64>,
+    /// Admissions refused, by the first failing rule (`quota.cpu`).
+    pub rejections: BTreeMap<String, u64>,
+    /// Instances taken by preemption.
+    pub preempted_instances: u64,
+    /// Instance failures reported, by category (`runtime`, `outOfMemory`).
+    pub failures: BTreeMap<String, u64>,
+    /// Restarts asked.
+    pub restarts: u64,
+    /// Admitted → Scheduled.
+    pub admission_to_scheduled: Histogram,
+    /// Scheduled → Running.
+    pub scheduled_to_running: Histogram,
+}
+
+/// The metrics of the coordinator at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsView {
+    /// Applications by (tenant, phase).
+    pub applications: BTreeMap<(String, String), u64>,
+    /// Applications not running yet, by (tenant, reason code): `admission`,
+    /// `arbitration`, `starting`, the refusing rule (`quota.cpu`) or the
+    /// placement's main reason (`placement.insufficient-cpu`).
+    pub pending: BTreeMap<(String, String), u64>,
+    /// Instances placed, by (node, pool).
+    pub instances: BTreeMap<(String, String), u64>,
+    /// Tenant quota: (tenant, resource) → (used, limit when set).
+    pub quota: BTreeMap<(String, String), (f64, Option<f64>)>,
+    /// Nodes by condition (`ready`, `down`, `cordoned`, `draining`,
+    /// `under-pressure`, `not-registered`).
+    pub nodes: BTreeMap<String, u64>,
+    /// Counters and histograms.
+    pub counters: Counters,
+}
+
+fn code(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else if c.is_ascii_alphanumeric() || c == '.' {
+            out.push(c);
+        } else {
+            out.push('-');
+        }
+    }
+    out
+}
+
+impl Coordinator {
+    /// Counts a lifecycle transition of `key` to `to` at `now` (and the
+    /// phase latencies it ends).
+    pub(super) fn count_transition(
+        &mut self,
+        key: &crate::model::names::AppKey,
+        to: Target,
+        trigger: Trigger,
+        now: Timestamp,
+    ) {
+        let Target::Phase(p) = to else {
+            return;
+        };
+        *self
+            .counters
+            .transitions
+            .entry(format!("{p}/{}", code(&format!("{trigger:?}"))))
+            .or_default() += 1;
+        let since = |want: Phase| {
+            self.apps.get(key).and_then(|e| {
+                e.events.iter().rev().find_map(|&i| {
+                    let ev = self.events.get(i as u64)?;
+                    (ev.to == Target::Phase(want)).then_some(ev.time)
+                })
+            })
+        };
+        match p {
+            Phase::Scheduled => {
+                if let Some(t) = since(Phase::Admitted) {
+                    self.counters.admission_to_scheduled.observe(now.since(t).0);
+                }
+            }
+            Phase::Running => {
+                if let Some(t) = since(Phase::Scheduled) {
+                    self.counters.scheduled_to_running.observe(now.since(t).0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The metrics now.
+    pub fn metrics(&self) -> MetricsView {
+        let mut v = MetricsView {
+            counters: self.counters.clone(),
+            ..MetricsView::default()
+        };
+        for e in self.apps.values() {
+            let tenant = e.key.tenant.clone();
+            *v.applications
+                .entry((tenant.clone(), e.phase.to_string()))
+                .or_default() += 1;
+            let reason = match e.phase {
+                Phase::Created => Some("admission".to_string()),
+                Phase::Scheduled => Some("starting".to_string()),
+                Phase::Admitted | Phase::Rejected => Some(self.waiting_reason(e)),
+                _ => None,
+            };
+            if let Some(r) = reason {
+                *v.pending.entry((tenant, r)).or_default() += 1;
+            }
+            for i in e.runtime.instances.values() {
+                if let Some(n) = &i.node {
+                    *v.instances
+                        .entry((n.clone(), e.spec().pool().to_string()))
+                        .or_default() += 1;
+                }
+            }
+        }
+        for t in self.tenants.values() {
+            let q = &t.spec.quota;
+            let u = t.usage;
+            let name = t.spec.name.clone();
+            for (res, used, limit) in [
+                (
+                    "cpu",
+                    u.request.cpu as f64 / 1000.0,
+                    q.cpu.map(|c| c.0 as f64 / 1000.0),
+                ),
+                (
+                    "memory",
+                    u.request.memory as f64,
+                    q.memory.map(|m| m.0 as f64),
+                ),
+                ("gpu", u.request.gpu as f64, q.gpu.map(|g| f64::from(g.0))),
+                (
+                    "applications",
+                    f64::from(u.apps),
+                    q.max_applications.map(f64::from),
+                ),
+                (
+                    "workloads",
+                    f64::from(u.workloads),
+                    q.max_concurrent_workloads.map(f64::from),
+                ),
+            ] {
+                v.quota.insert((name.clone(), res.into()), (used, limit));
+            }
+        }
+        for n in self.cluster.live_nodes() {
+            let name = &n.spec.name;
+            let cond = if !n.registered {
+                "not-registered"
+            } else if n.down.is_some() {
+                "down"
+            } else if self.drains.contains_key(name) {
+                "draining"
+            } else if !n.spec.schedulable {
+                "cordoned"
+            } else {
+                "ready"
+            };
+            *v.nodes.entry(cond.into()).or_default() += 1;
+            if self.pressure.contains_key(name) {
+                *v.nodes.entry("under-pressure".into()).or_default() += 1;
+            }
+        }
+        v
+    }
+
+    /// Why an Admitted or Rejected application waits: the rule that refused
+    /// it, or the main reason its placement failed.
+    fn waiting_reason(&self, e: &super::entry::AppEntry) -> String {
+        let Some(d) = e.decisions.last().and_then(|id| self.decision(*id).ok()) else {
+            return "arbitration".into();
+        };
+        if let Some(c) = d.checks.iter().find(|c| !c.passed) {
+            return c.rule.clone();
+        }
+        d.placements
+            .iter()
+            .flat_map(|p| p.rejected.iter())
+            .max_by_key(|(_, n)| *n)
+            .filter(|(_, n)| *n > 0)
+            .map_or_else(
+                || "arbitration".into(),
+                |(r, _)| format!("placement.{}", code(&format!("{r:?}"))),
+            )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_and_codes() {
+        let mut h = Histogram::default();
+        h.observe(50);
+        h.observe(1_000);
+        h.observe(400_000);
+        assert_eq!(h.buckets[0], 1);
+        assert_eq!(h.buckets[3], 1);
+        assert_eq!(h.buckets[10], 1, "+Inf");
+        assert_eq!((h.count, h.sum_ms), (3, 401_050));
+        assert_eq!(code("InsufficientCpu"), "insufficient-cpu");
+        assert_eq!(code("System"), "system");
+    }
+}
