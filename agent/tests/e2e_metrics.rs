@@ -117,6 +117,8 @@ fn control_plane_metrics_follow_the_applications() {
         (failures >= 1.0 && restarts >= 1.0).then_some(b)
     });
 
+    events_feed(&a);
+
     match std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -143,6 +145,61 @@ fn control_plane_metrics_follow_the_applications() {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+    }
+}
+
+/// The events feed: what happened so far as CloudEvents, then a follower
+/// sees the stop that comes next.
+fn events_feed(a: &RestartableDarosd) {
+    use std::io::{BufRead, Write};
+    let (status, body) = common::raw_http::exchange(
+        &a.socket,
+        b"GET /v1/events HTTP/1.1\r\nHost: d\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let items: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    let running = items
+        .iter()
+        .find(|e| e["type"] == "io.daros.lifecycle.v1" && e["data"]["to"]["phase"] == "Running")
+        .unwrap_or_else(|| panic!("no Running transition: {body}"));
+    assert_eq!(running["specversion"], "1.0");
+    assert_eq!(running["subject"], "shop-team/shop");
+    assert!(running["time"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        items
+            .iter()
+            .any(|e| e["type"] == "io.daros.decision.v1" && e["data"]["kind"] == "Arbitration"),
+        "{body}"
+    );
+    let last = items
+        .iter()
+        .filter(|e| e["type"] == "io.daros.lifecycle.v1")
+        .filter_map(|e| e["sequence"].as_u64())
+        .max()
+        .unwrap();
+    let mut s = std::os::unix::net::UnixStream::connect(&a.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(
+        format!(
+            "GET /v1/events?afterEvent={last}&afterDecision=1000000&follow=true HTTP/1.0\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    a.ctl_ok(&["operate", "shop", "stop"]);
+    let mut r = std::io::BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
+            continue; // the status line and headers
+        };
+        assert!(e["sequence"].as_u64().unwrap() > last, "{e}");
+        if e["data"]["to"]["phase"] == "Terminated" {
+            assert_eq!(e["subject"], "shop-team/shop");
+            break;
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod apps;
 pub mod caps;
 pub mod cluster;
 pub mod error;
+pub mod events;
 pub mod health;
 pub mod limits;
 pub mod logs;
@@ -96,6 +97,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(net::routes());
     r.extend(apps::routes());
     r.extend(nodes::routes());
+    r.extend(events::routes());
     r.extend(admin::routes());
     r.extend(members::routes());
     r.extend(cluster::routes());

@@ -148,6 +148,16 @@ pub enum ControlQuery {
     },
     /// Registered nodes.
     Nodes,
+    /// Lifecycle events and decisions after the given cursors (the events
+    /// feed).
+    Feed {
+        /// Events with a sequence number above this.
+        after_event: u64,
+        /// Decisions with an id above this.
+        after_decision: u64,
+        /// At most this many of each.
+        limit: usize,
+    },
     /// Tenants with what their applications hold.
     Tenants,
     /// Policies.
@@ -188,6 +198,15 @@ pub struct PoolView {
     pub nodes: Vec<String>,
     /// Capacity of those that take work.
     pub capacity: daros_coordinator::placement::ResVec,
+}
+
+/// A page of the events feed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Feed {
+    /// Lifecycle events, oldest first.
+    pub events: Vec<daros_coordinator::LifecycleEvent>,
+    /// Decisions, oldest first.
+    pub decisions: Vec<daros_coordinator::Decision>,
 }
 
 /// Registered node as listed by the state.
@@ -412,6 +431,14 @@ impl CoordinatorState {
                     })
                     .collect::<Vec<_>>(),
             )),
+            ControlQuery::Feed {
+                after_event,
+                after_decision,
+                limit,
+            } => json(serde_json::to_value(Feed {
+                events: c.events_after(*after_event, *limit),
+                decisions: c.decisions_after(*after_decision, *limit),
+            })),
             ControlQuery::Tenants => json(serde_json::to_value(
                 c.tenants()
                     .into_iter()

@@ -436,6 +436,26 @@ impl Coordinator {
         self.events.as_slice()
     }
 
+    /// Up to `limit` lifecycle events with a sequence number above `after`,
+    /// oldest first (what retention dropped is gone: the first one returned
+    /// may be later than `after + 1`).
+    pub fn events_after(&self, after: u64, limit: usize) -> Vec<LifecycleEvent> {
+        let from = after.max(self.events.dropped());
+        (from..self.events.next_pos())
+            .take(limit)
+            .filter_map(|p| self.events.get(p).cloned())
+            .collect()
+    }
+
+    /// Up to `limit` decisions with an id above `after`, oldest first.
+    pub fn decisions_after(&self, after: u64, limit: usize) -> Vec<Decision> {
+        let from = after.max(self.decisions.dropped());
+        (from..self.decisions.next_pos())
+            .take(limit)
+            .filter_map(|p| self.decisions.get(p).cloned())
+            .collect()
+    }
+
     /// Lifecycle events of `key`.
     pub fn events_of(&self, key: &AppKey) -> Vec<&LifecycleEvent> {
         self.events
