@@ -744,3 +744,93 @@ fn a_drain_moves_running_work_to_another_node() {
     assert_eq!(n["node"]["schedulable"], true, "{n}");
     assert!(n.get("drain").is_none(), "{n}");
 }
+
+/// The value of `series` on a `/metrics` page.
+fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Issue 16: every server exports its raft view, only the leader the coordinator's;
+/// after `kill -9` of the leader the survivors count a leader change and the new
+/// leader exports the coordinator's families (the same replicated counters).
+#[test]
+fn metrics_follow_the_leader_through_a_kill() {
+    let (_net, _dir, mut hs) = form();
+    let leader = leader_of(&hs[0]).unwrap();
+    let li = hs.iter().position(|h| h.name == leader).unwrap();
+    let page = |h: &mesh_hosts::Host, what: &str, ok: &dyn Fn(&str) -> bool| {
+        wait_for(what, Duration::from_secs(30), || {
+            let b = h.metrics()?;
+            ok(&b).then_some(b)
+        })
+    };
+    // The view is refreshed every second: it reaches the three nodes.
+    page(&hs[li], "the leader's metrics", &|b| {
+        metric(b, "daros_raft_is_leader") == Some(1.0)
+            && metric(b, "daros_nodes{condition=\"ready\"}") == Some(3.0)
+    });
+    for h in hs.iter().filter(|h| h.name != leader) {
+        let b = page(h, "a follower's metrics", &|b| {
+            metric(b, "daros_raft_is_leader") == Some(0.0)
+        });
+        assert!(
+            !b.contains("daros_nodes{"),
+            "a follower exports no coordinator view: {b}"
+        );
+        assert!(metric(&b, "daros_raft_term").is_some_and(|t| t >= 1.0));
+    }
+    hs[li].kill9();
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != li).collect();
+    let new_leader = wait_for("a new leader", Duration::from_secs(30), || {
+        let l = leader_of(&hs[survivors[0]])?;
+        (l != leader).then_some(l)
+    });
+    for &i in &survivors {
+        let b = page(&hs[i], "a leader change in /metrics", &|b| {
+            metric(b, "daros_raft_leader_changes_total").is_some_and(|n| n >= 1.0)
+        });
+        let leading = hs[i].name == new_leader;
+        assert_eq!(
+            b.contains("daros_nodes{"),
+            leading,
+            "{}: only the new leader exports the coordinator view",
+            hs[i].name
+        );
+        promtool_clean(&b);
+    }
+    eprintln!("leader {leader} killed; {new_leader} exports the coordinator metrics");
+}
+
+/// `promtool check metrics` accepts `body` (skipped where promtool is absent).
+fn promtool_clean(body: &str) {
+    use std::io::Write;
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("SKIPPED: promtool not installed");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -62,6 +62,26 @@ fn control_plane_metrics_follow_the_applications() {
         (value(&b, running) == Some(1.0)).then_some(b)
     });
     assert_eq!(value(&body, "daros_raft_is_leader"), Some(1.0), "{body}");
+    assert_eq!(
+        value(&body, "daros_mesh_members{status=\"alive\"}"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "daros_pool_allocated{pool=\"default\",resource=\"cpu\"}"
+        ),
+        Some(0.35),
+        "web 250m + worker 100m: {body}"
+    );
+    assert!(
+        value(
+            &body,
+            "daros_pool_capacity{pool=\"default\",resource=\"cpu\"}"
+        )
+        .is_some_and(|c| c >= 0.35)
+    );
     assert!(value(&body, "daros_raft_term").is_some_and(|t| t >= 1.0));
     assert_eq!(
         value(&body, "daros_app_scheduled_to_running_seconds_count"),

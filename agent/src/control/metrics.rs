@@ -26,6 +26,8 @@ use crate::metrics::{Labels, family};
 struct Seen {
     status: Option<ConsensusStatus>,
     view: Option<MetricsView>,
+    /// Gossip members by status (alive, dead, left, joining).
+    members: std::collections::BTreeMap<String, u64>,
 }
 
 /// The shared state between the refresh task and the collector.
@@ -36,6 +38,17 @@ pub struct ControlMetrics {
 }
 
 impl ControlMetrics {
+    /// Metrics fixed at `view` (as the leader would export it), for benches.
+    pub fn fixed(view: MetricsView) -> Arc<Self> {
+        Arc::new(Self {
+            seen: Mutex::new(Seen {
+                view: Some(view),
+                ..Seen::default()
+            }),
+            leader_changes: AtomicU64::new(0),
+        })
+    }
+
     /// Refreshes from `plane` every `every`, counting leader changes.
     pub async fn refresh_loop(self: Arc<Self>, plane: Arc<ControlPlane>, every: Duration) {
         let mut tick = tokio::time::interval(every);
@@ -64,8 +77,18 @@ impl ControlMetrics {
             } else {
                 None
             };
+            let mut members = std::collections::BTreeMap::new();
+            for m in plane.mesh().members().await {
+                *members
+                    .entry(format!("{:?}", m.status).to_lowercase())
+                    .or_insert(0) += 1;
+            }
             if let Ok(mut s) = self.seen.lock() {
-                *s = Seen { status, view };
+                *s = Seen {
+                    status,
+                    view,
+                    members,
+                };
             }
         }
     }
@@ -156,6 +179,16 @@ impl Collector for ControlCollector {
                 one(self.0.leader_changes.load(Ordering::Relaxed) as f64),
             )?;
         }
+        family(
+            &mut enc,
+            "daros_mesh_members",
+            "Gossip members this agent sees, by status (alive, dead, left, joining).",
+            Gauge,
+            seen.members
+                .iter()
+                .map(|(s, n)| (vec![("status", s.clone())], *n as f64))
+                .collect(),
+        )?;
         let Some(v) = &seen.view else {
             return Ok(());
         };
@@ -222,6 +255,33 @@ impl Collector for ControlCollector {
                     limit.map(|l| (vec![("tenant", t.clone()), ("resource", r.clone())], l))
                 })
                 .collect(),
+        )?;
+        let pool = |f: fn(&((f64, f64, f64), (f64, f64, f64))) -> (f64, f64, f64)| {
+            v.pools
+                .iter()
+                .flat_map(move |(p, x)| {
+                    let (cpu, mem, gpu) = f(x);
+                    [("cpu", cpu), ("memory", mem), ("gpu", gpu)]
+                        .into_iter()
+                        .map(move |(r, val)| {
+                            (vec![("pool", p.clone()), ("resource", r.to_string())], val)
+                        })
+                })
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut enc,
+            "daros_pool_allocated",
+            "Requests placed in a resource pool (cpu cores, memory bytes, gpus).",
+            Gauge,
+            pool(|x| x.0),
+        )?;
+        family(
+            &mut enc,
+            "daros_pool_capacity",
+            "Capacity of a pool's nodes that take work (cpu cores, memory bytes, gpus).",
+            Gauge,
+            pool(|x| x.1),
         )?;
         family(
             &mut enc,

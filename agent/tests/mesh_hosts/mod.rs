@@ -33,6 +33,28 @@ pub struct Host {
 }
 
 impl Host {
+    /// Its `/metrics` page, fetched inside its network namespace.
+    pub fn metrics(&self) -> Option<String> {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.ns))
+            .args([
+                "--",
+                "timeout",
+                "3",
+                "/usr/bin/busybox",
+                "wget",
+                "-q",
+                "-O",
+                "-",
+            ])
+            .arg(format!("http://{}:9464/metrics", self.ip))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     pub fn config(&self, seed: &str, role: &str) -> PathBuf {
         let p = self.dir.join("agent.toml");
         let seeds = if seed.is_empty() {
@@ -51,7 +73,7 @@ impl Host {
         std::fs::write(
             &p,
             format!(
-                "[agent]\nnode_name = \"{}\"\n[net]\nenabled = false\n[mesh]\n\
+                "[agent]\nnode_name = \"{}\"\n[net]\nenabled = false\n[metrics]\nlisten = \"{ip}:9464\"\n[mesh]\n\
                  role = \"{role}\"\nrpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
                  {timing}dispatch_interval = \"1s\"\n[mesh.labels]\nhost = \"{}\"\n",
                 self.name,

@@ -76,6 +76,9 @@ pub struct MetricsView {
     pub instances: BTreeMap<(String, String), u64>,
     /// Tenant quota: (tenant, resource) → (used, limit when set).
     pub quota: BTreeMap<(String, String), (f64, Option<f64>)>,
+    /// Pools: name → (requests placed, capacity of the nodes taking work),
+    /// as (cpu cores, memory bytes, gpus).
+    pub pools: BTreeMap<String, ((f64, f64, f64), (f64, f64, f64))>,
     /// Nodes by condition (`ready`, `down`, `cordoned`, `draining`,
     /// `under-pressure`, `not-registered`).
     pub nodes: BTreeMap<String, u64>,
@@ -198,6 +201,19 @@ impl Coordinator {
             ] {
                 v.quota.insert((name.clone(), res.into()), (used, limit));
             }
+        }
+        let triple =
+            |r: crate::placement::ResVec| (r.cpu as f64 / 1000.0, r.memory as f64, r.gpu as f64);
+        for (name, p) in self.cluster.pools() {
+            let alloc = self
+                .tenants
+                .values()
+                .filter_map(|t| t.pool_alloc.get(name).copied())
+                .fold(
+                    crate::placement::ResVec::default(),
+                    crate::placement::ResVec::plus,
+                );
+            v.pools.insert(name.clone(), (triple(alloc), triple(p.cap)));
         }
         for n in self.cluster.live_nodes() {
             let name = &n.spec.name;
