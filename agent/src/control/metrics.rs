@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use daros_coordinator::state::metrics::{Histogram, LATENCY_BUCKETS, MetricsView};
+use daros_coordinator::state::metrics::{
+    Amounts, Histogram, LATENCY_BUCKETS, MetricsView, PoolUse,
+};
 use daros_gossip::raft::ConsensusStatus;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -256,12 +258,12 @@ impl Collector for ControlCollector {
                 })
                 .collect(),
         )?;
-        let pool = |f: fn(&((f64, f64, f64), (f64, f64, f64))) -> (f64, f64, f64)| {
+        let pool = |f: fn(&PoolUse) -> Amounts| {
             v.pools
                 .iter()
                 .flat_map(move |(p, x)| {
-                    let (cpu, mem, gpu) = f(x);
-                    [("cpu", cpu), ("memory", mem), ("gpu", gpu)]
+                    let a = f(x);
+                    [("cpu", a.cpu), ("memory", a.memory), ("gpu", a.gpu)]
                         .into_iter()
                         .map(move |(r, val)| {
                             (vec![("pool", p.clone()), ("resource", r.to_string())], val)
@@ -274,14 +276,14 @@ impl Collector for ControlCollector {
             "daros_pool_allocated",
             "Requests placed in a resource pool (cpu cores, memory bytes, gpus).",
             Gauge,
-            pool(|x| x.0),
+            pool(|x| x.allocated),
         )?;
         family(
             &mut enc,
             "daros_pool_capacity",
             "Capacity of a pool's nodes that take work (cpu cores, memory bytes, gpus).",
             Gauge,
-            pool(|x| x.1),
+            pool(|x| x.capacity),
         )?;
         family(
             &mut enc,

@@ -62,6 +62,36 @@ pub struct Counters {
     pub scheduled_to_running: Histogram,
 }
 
+/// Amounts of cpu (cores), memory (bytes) and GPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Amounts {
+    /// Cores.
+    pub cpu: f64,
+    /// Bytes.
+    pub memory: f64,
+    /// GPUs.
+    pub gpu: f64,
+}
+
+impl From<crate::placement::ResVec> for Amounts {
+    fn from(r: crate::placement::ResVec) -> Self {
+        Self {
+            cpu: r.cpu as f64 / 1000.0,
+            memory: r.memory as f64,
+            gpu: r.gpu as f64,
+        }
+    }
+}
+
+/// What a pool holds and offers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolUse {
+    /// Requests placed.
+    pub allocated: Amounts,
+    /// Capacity of its nodes that take work.
+    pub capacity: Amounts,
+}
+
 /// The metrics of the coordinator at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -76,9 +106,8 @@ pub struct MetricsView {
     pub instances: BTreeMap<(String, String), u64>,
     /// Tenant quota: (tenant, resource) → (used, limit when set).
     pub quota: BTreeMap<(String, String), (f64, Option<f64>)>,
-    /// Pools: name → (requests placed, capacity of the nodes taking work),
-    /// as (cpu cores, memory bytes, gpus).
-    pub pools: BTreeMap<String, ((f64, f64, f64), (f64, f64, f64))>,
+    /// Pools: name → requests placed and capacity of the nodes taking work.
+    pub pools: BTreeMap<String, PoolUse>,
     /// Nodes by condition (`ready`, `down`, `cordoned`, `draining`,
     /// `under-pressure`, `not-registered`).
     pub nodes: BTreeMap<String, u64>,
@@ -202,8 +231,6 @@ impl Coordinator {
                 v.quota.insert((name.clone(), res.into()), (used, limit));
             }
         }
-        let triple =
-            |r: crate::placement::ResVec| (r.cpu as f64 / 1000.0, r.memory as f64, r.gpu as f64);
         for (name, p) in self.cluster.pools() {
             let alloc = self
                 .tenants
@@ -213,7 +240,13 @@ impl Coordinator {
                     crate::placement::ResVec::default(),
                     crate::placement::ResVec::plus,
                 );
-            v.pools.insert(name.clone(), (triple(alloc), triple(p.cap)));
+            v.pools.insert(
+                name.clone(),
+                PoolUse {
+                    allocated: alloc.into(),
+                    capacity: p.cap.into(),
+                },
+            );
         }
         for n in self.cluster.live_nodes() {
             let name = &n.spec.name;
