@@ -87,6 +87,13 @@ fn control_plane_metrics_follow_the_applications() {
         value(&body, "daros_app_scheduled_to_running_seconds_count"),
         Some(1.0)
     );
+    // The shop's init job ran once and succeeded.
+    assert_eq!(
+        value(&body, "daros_init_job_runs_total{outcome=\"succeeded\"}"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(value(&body, "daros_init_job_run_seconds_count"), Some(1.0));
     assert!(
         value(
             &body,

@@ -349,6 +349,22 @@ impl Collector for ControlCollector {
             Counter,
             one(c.restarts as f64),
         )?;
+        family(
+            &mut enc,
+            "daros_init_job_runs",
+            "Init-job runs ended, by outcome (succeeded, failed): their success ratio.",
+            Counter,
+            c.job_runs
+                .iter()
+                .map(|(o, n)| (vec![("outcome", o.clone())], *n as f64))
+                .collect(),
+        )?;
+        histogram(
+            &mut enc,
+            "daros_init_job_run_seconds",
+            "How long init-job runs ran, from running to their end.",
+            &c.job_run_time,
+        )?;
         histogram(
             &mut enc,
             "daros_app_admission_to_scheduled_seconds",

@@ -60,6 +60,12 @@ pub struct Counters {
     pub admission_to_scheduled: Histogram,
     /// Scheduled → Running.
     pub scheduled_to_running: Histogram,
+    /// Init-job runs ended, by outcome (`succeeded`, `failed`).
+    #[serde(default)]
+    pub job_runs: BTreeMap<String, u64>,
+    /// How long init-job runs ran (from running to their end).
+    #[serde(default)]
+    pub job_run_time: Histogram,
 }
 
 /// Amounts of cpu (cores), memory (bytes) and GPUs.

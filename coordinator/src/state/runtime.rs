@@ -255,7 +255,21 @@ impl Coordinator {
             .get_mut(&(id.workload.clone(), id.job.clone()))
             .filter(|j| j.version == id.version && (run == 0 || j.run == run))
         {
-            Some(j) => j.observe(state, now),
+            Some(j) => {
+                let (was_live, since) = (j.observed.is_live(), j.since);
+                if state.has_ended() && j.observed != state {
+                    let outcome = if state == (ObservedState::Exited { code: 0 }) {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    };
+                    *self.counters.job_runs.entry(outcome.into()).or_default() += 1;
+                    if was_live {
+                        self.counters.job_run_time.observe(now.since(since).0);
+                    }
+                }
+                j.observe(state, now);
+            }
             None => {
                 out.notes.push(format!(
                     "ignored report for {id} (run {run}): no such job run"
