@@ -259,3 +259,107 @@ fn alert_rules_pass_promtool() {
         }
     }
 }
+
+/// Every `daros_*` family name written in the agent's sources.
+fn exported_families() -> std::collections::BTreeSet<String> {
+    fn walk(dir: &std::path::Path, out: &mut std::collections::BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for part in text.split("\"daros_").skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if part[name.len()..].starts_with('"') {
+                        out.insert(format!("daros_{name}"));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
+        &mut out,
+    );
+    out
+}
+
+/// The shipped Grafana dashboard (`packaging/grafana/daros.json`): node QoS,
+/// application and control-plane rows; every panel queries families darosd
+/// exports, and every query is valid PromQL (checked by promtool as recording
+/// rules, when installed).
+#[test]
+fn the_dashboard_queries_what_darosd_exports() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../packaging/grafana/daros.json"
+    );
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(d["uid"], "daros");
+    let panels = d["panels"].as_array().unwrap();
+    let rows: Vec<&str> = panels
+        .iter()
+        .filter(|p| p["type"] == "row")
+        .filter_map(|p| p["title"].as_str())
+        .collect();
+    assert_eq!(rows, ["Node QoS", "Applications", "Control plane"]);
+    let families = exported_families();
+    let mut exprs = Vec::new();
+    for p in panels.iter().filter(|p| p["type"] != "row") {
+        let title = p["title"].as_str().unwrap();
+        assert!(p["gridPos"]["w"].as_u64().is_some(), "{title}: gridPos");
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}: no query");
+        for t in targets {
+            let e = t["expr"].as_str().unwrap();
+            for part in e.split("daros_").skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let base = ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .fold(name.clone(), |n, s| {
+                        n.strip_suffix(s).map_or(n.clone(), str::to_string)
+                    });
+                assert!(
+                    families.contains(&format!("daros_{base}")),
+                    "{title}: daros_{name} is not exported"
+                );
+            }
+            exprs.push(e.replace("$instance", ".*"));
+        }
+    }
+    let rules =
+        std::env::temp_dir().join(format!("daros-test-dashboard-{}.yaml", std::process::id()));
+    let mut y = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        y.push_str(&format!(
+            "      - record: daros:dashboard:{i}\n        expr: {e:?}\n"
+        ));
+    }
+    std::fs::write(&rules, y).unwrap();
+    let out = std::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output();
+    let _ = std::fs::remove_file(&rules);
+    match out {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED: promtool not installed; the queries were not parsed");
+        }
+        Err(e) => panic!("promtool: {e}"),
+        Ok(out) => assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
