@@ -87,6 +87,16 @@ fn control_plane_metrics_follow_the_applications() {
         value(&body, "daros_app_scheduled_to_running_seconds_count"),
         Some(1.0)
     );
+    // Local timings: the Apply that admitted and placed the shop, the writes.
+    assert!(
+        value(
+            &body,
+            "daros_coordinator_apply_seconds_count{command=\"Apply\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
+    assert!(value(&body, "daros_raft_proposal_seconds_count").is_some_and(|n| n >= 1.0));
     // The shop's init job ran once and succeeded.
     assert_eq!(
         value(&body, "daros_init_job_runs_total{outcome=\"succeeded\"}"),

@@ -190,6 +190,32 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The command's name (`Apply`, `ReportWorkload`, ...), for metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Apply { .. } => "Apply",
+            Command::Operate { .. } => "Operate",
+            Command::Rollback { .. } => "Rollback",
+            Command::RegisterNode { .. } => "RegisterNode",
+            Command::DeleteNode { .. } => "DeleteNode",
+            Command::DrainNode { .. } => "DrainNode",
+            Command::NodePressure { .. } => "NodePressure",
+            Command::SetNodeCondition { .. } => "SetNodeCondition",
+            Command::DeleteTenant { .. } => "DeleteTenant",
+            Command::RollbackPolicy { .. } => "RollbackPolicy",
+            Command::DeletePolicy { .. } => "DeletePolicy",
+            Command::DeletePool { .. } => "DeletePool",
+            Command::ReportWorkload { .. } => "ReportWorkload",
+            Command::ReportInitJob { .. } => "ReportInitJob",
+            Command::NodeInventory { .. } => "NodeInventory",
+            Command::Tick => "Tick",
+            Command::SetRetention { .. } => "SetRetention",
+            Command::Expect { then, .. } => then.name(),
+        }
+    }
+}
+
 /// An application change that was refused (it stays as it was).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {

@@ -21,6 +21,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::plane::ControlPlane;
+use super::timings::{BUCKETS as TIMING_BUCKETS, Timing};
 use crate::metrics::{Labels, family};
 
 /// What the last refresh saw.
@@ -30,6 +31,10 @@ struct Seen {
     view: Option<MetricsView>,
     /// Gossip members by status (alive, dead, left, joining).
     members: std::collections::BTreeMap<String, u64>,
+    /// Local timings: apply per command kind, proposals, snapshot size.
+    apply: std::collections::BTreeMap<&'static str, Timing>,
+    proposal: Timing,
+    snapshot_bytes: u64,
 }
 
 /// The shared state between the refresh task and the collector.
@@ -85,11 +90,15 @@ impl ControlMetrics {
                     .entry(format!("{:?}", m.status).to_lowercase())
                     .or_insert(0) += 1;
             }
+            let (apply, proposal, snapshot_bytes) = plane.timings().read();
             if let Ok(mut s) = self.seen.lock() {
                 *s = Seen {
                     status,
                     view,
                     members,
+                    apply,
+                    proposal,
+                    snapshot_bytes,
                 };
             }
         }
@@ -102,6 +111,20 @@ pub struct ControlCollector(pub Arc<ControlMetrics>);
 
 fn one(v: f64) -> Vec<(Labels, f64)> {
     vec![(Vec::new(), v)]
+}
+
+/// Buckets of a local [`Timing`] as the encoder wants them.
+fn timing_buckets(t: &Timing) -> Vec<(f64, u64)> {
+    let mut b: Vec<(f64, u64)> = TIMING_BUCKETS
+        .iter()
+        .zip(t.buckets.iter().chain(std::iter::repeat(&0)))
+        .map(|(u, n)| (*u, *n))
+        .collect();
+    b.push((
+        f64::INFINITY,
+        t.buckets.get(TIMING_BUCKETS.len()).copied().unwrap_or(0),
+    ));
+    b
 }
 
 fn histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram) -> fmt::Result {
@@ -179,6 +202,46 @@ impl Collector for ControlCollector {
                 "Leader changes this agent has seen since it started.",
                 Counter,
                 one(self.0.leader_changes.load(Ordering::Relaxed) as f64),
+            )?;
+        }
+        if !seen.apply.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "daros_coordinator_apply_seconds",
+                "Time this server's state machine took per command kind (Apply: admission and an arbitration round).",
+                None,
+                MetricType::Histogram,
+            )?;
+            for (kind, t) in &seen.apply {
+                m.encode_family(&vec![("command", (*kind).to_string())])?
+                    .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                    t.sum,
+                    t.count,
+                    &timing_buckets(t),
+                    None,
+                )?;
+            }
+        }
+        if seen.proposal.count > 0 {
+            let mut m = enc.encode_descriptor(
+                "daros_raft_proposal_seconds",
+                "Time a write through this server took to commit (or fail).",
+                None,
+                MetricType::Histogram,
+            )?;
+            m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                seen.proposal.sum,
+                seen.proposal.count,
+                &timing_buckets(&seen.proposal),
+                None,
+            )?;
+        }
+        if seen.snapshot_bytes > 0 {
+            family(
+                &mut enc,
+                "daros_raft_snapshot_bytes",
+                "Size of the last raft snapshot this server wrote.",
+                Gauge,
+                one(seen.snapshot_bytes as f64),
             )?;
         }
         family(

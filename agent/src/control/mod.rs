@@ -19,6 +19,7 @@ pub mod noop;
 pub mod plane;
 pub mod pressure;
 pub mod state;
+pub mod timings;
 pub mod work;
 
 pub use plane::{ControlPlane, ControlSettings, NodeSpecFn};

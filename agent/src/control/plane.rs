@@ -48,6 +48,7 @@ pub struct ControlPlane {
     data_dir: PathBuf,
     executor_wired: bool,
     contact: Arc<super::contact::Contact>,
+    timings: Arc<super::timings::Timings>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -83,6 +84,7 @@ impl ControlPlane {
         let id = bootstrap::node_id_of(&s.node_name)?;
         let cfg = bootstrap::prepare(&s.data_dir, &id, &s.mesh).await?;
         let (state, applied) = CoordinatorState::new();
+        let timings = state.timings();
         let mesh = Mesh::start(cfg, state)
             .await
             .map_err(|e| ControlError::Startup(format!("starting the mesh: {e}")))?;
@@ -92,6 +94,7 @@ impl ControlPlane {
             data_dir: s.data_dir.clone(),
             executor_wired,
             contact: Arc::default(),
+            timings,
             tasks: std::sync::Mutex::default(),
         });
         let resync = node::serve_work(
@@ -211,9 +214,17 @@ impl ControlPlane {
     }
 
     async fn write_stamped(&self, s: Stamped) -> Result<(Outcome, LogPosition), ControlError> {
-        let c = self.mesh.write(s).await.map_err(ControlError::from_mesh)?;
+        let started = std::time::Instant::now();
+        let c = self.mesh.write(s).await;
+        self.timings.proposed(started.elapsed());
+        let c = c.map_err(ControlError::from_mesh)?;
         let outcome = c.response.map_err(ControlError::Refused)?;
         Ok((outcome, c.at))
+    }
+
+    /// This server's local timings.
+    pub fn timings(&self) -> &super::timings::Timings {
+        &self.timings
     }
 
     /// A linearizable read of the coordinator.

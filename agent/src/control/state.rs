@@ -242,6 +242,7 @@ pub struct CoordinatorState {
     coord: daros_coordinator::Coordinator,
     changes: u64,
     applied: watch::Sender<LogPosition>,
+    timings: std::sync::Arc<super::timings::Timings>,
 }
 
 impl std::fmt::Debug for CoordinatorState {
@@ -281,9 +282,15 @@ impl CoordinatorState {
                 coord: daros_coordinator::Coordinator::new(),
                 changes: 0,
                 applied: tx,
+                timings: std::sync::Arc::default(),
             },
             rx,
         )
+    }
+
+    /// This server's local timings (shared with the metrics).
+    pub fn timings(&self) -> std::sync::Arc<super::timings::Timings> {
+        std::sync::Arc::clone(&self.timings)
     }
 
     /// The coordinator (for reads with [`daros_gossip::mesh::MeshHandle::read_with`]).
@@ -501,7 +508,14 @@ impl ReplicatedState for CoordinatorState {
                 ),
             });
         }
+        let started = std::time::Instant::now();
         let r = self.run(&cmd);
+        let kind = match &cmd.command {
+            ControlCommand::Coordinator { command } => command.name(),
+            ControlCommand::Report { .. } => "Report",
+            ControlCommand::Inventory { .. } => "Inventory",
+        };
+        self.timings.applied(kind, started.elapsed());
         // Only commands that changed the state count: a refused command
         // changes nothing, and a dropped report did not reach it.
         if matches!(r, Ok(Some(_))) {
@@ -526,6 +540,7 @@ impl ReplicatedState for CoordinatorState {
             &mut out,
         )
         .map_err(|e| StateError(format!("writing the snapshot: {e}")))?;
+        self.timings.snapshot(out.len());
         Ok(out)
     }
 
