@@ -154,7 +154,41 @@ fn control_plane_metrics_follow_the_applications() {
         (failures >= 1.0 && restarts >= 1.0).then_some(b)
     });
 
+    // Scale the worker to 0 (parked; the sample allows 1 replica at most):
+    // one instance fewer placed.
+    let placed = |b: &str| -> f64 {
+        b.lines()
+            .filter(|l| l.starts_with("daros_instances{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let before = placed(&body);
+    a.ctl_ok(&["operate", "shop", "scale", "worker", "0"]);
+    wait_for("the scale in /metrics", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        (placed(&b) == before - 1.0).then_some(())
+    });
+
     events_feed(&a);
+
+    // Deleted: the shop leaves the phase gauges, the refused one stays.
+    a.ctl_ok(&["delete", "app", "shop"]);
+    let body = wait_for("the delete in /metrics", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        let shop_gone = !b.lines().any(|l| {
+            l.starts_with("daros_applications{tenant=\"shop-team\"") && !l.contains("Rejected")
+        });
+        shop_gone.then_some(b)
+    });
+    assert_eq!(
+        value(
+            &body,
+            "daros_applications{tenant=\"shop-team\",phase=\"Rejected\"}"
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(placed(&body), 0.0, "nothing placed any more: {body}");
 
     match std::process::Command::new("promtool")
         .args(["check", "metrics"])
