@@ -310,36 +310,7 @@ fn metrics_pass_promtool() {
         "Accept: application/openmetrics-text; version=1.0.0\r\n",
     );
     assert!(om.trim_end().ends_with("# EOF"), "OpenMetrics body");
-    match std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "SKIPPED: promtool not installed (Debian package `prometheus`); /metrics was not linted"
-            );
-        }
-        Err(e) => panic!("promtool: {e}"),
-        Ok(mut child) => {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(body.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-                "promtool check metrics:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    common::promtool_check_metrics(&body);
 }
 
 fn scrape(addr: &str) -> String {

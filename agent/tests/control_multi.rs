@@ -802,35 +802,7 @@ fn metrics_follow_the_leader_through_a_kill() {
             "{}: only the new leader exports the coordinator view",
             hs[i].name
         );
-        promtool_clean(&b);
+        common::promtool_check_metrics(&b);
     }
     eprintln!("leader {leader} killed; {new_leader} exports the coordinator metrics");
-}
-
-/// `promtool check metrics` accepts `body` (skipped where promtool is absent).
-fn promtool_clean(body: &str) {
-    use std::io::Write;
-    let Ok(mut child) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    else {
-        eprintln!("SKIPPED: promtool not installed");
-        return;
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

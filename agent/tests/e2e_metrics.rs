@@ -190,34 +190,7 @@ fn control_plane_metrics_follow_the_applications() {
     );
     assert_eq!(placed(&body), 0.0, "nothing placed any more: {body}");
 
-    match std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED: promtool not installed; /metrics was not linted");
-        }
-        Err(e) => panic!("promtool: {e}"),
-        Ok(mut child) => {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(body.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    common::promtool_check_metrics(&body);
 }
 
 /// The events feed: what happened so far as CloudEvents, then a follower

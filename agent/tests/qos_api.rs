@@ -326,34 +326,5 @@ fn scrape(addr: &str) -> String {
 }
 
 fn promtool(body: &str) {
-    use std::io::Write;
-    match std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "SKIPPED: promtool not installed (Debian package `prometheus`); /metrics was not linted"
-            );
-        }
-        Err(e) => panic!("promtool: {e}"),
-        Ok(mut child) => {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(body.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-                "promtool check metrics:\n{}{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-    }
+    common::promtool_check_metrics(body);
 }

@@ -720,3 +720,38 @@ pub fn http_get(port: u16, path: &str, read_timeout: Duration) -> Option<String>
     s.read_to_string(&mut body).ok()?;
     Some(body)
 }
+
+/// `promtool check metrics` accepts `body` without a remark (skipped, saying
+/// so, where promtool — Debian package `prometheus` — is not installed).
+pub fn promtool_check_metrics(body: &str) {
+    use std::io::Write as _;
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "SKIPPED: promtool not installed (Debian package `prometheus`); /metrics was not linted"
+            );
+            return;
+        }
+        Err(e) => panic!("promtool: {e}"),
+        Ok(c) => c,
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -590,6 +590,14 @@ impl Cluster {
         self.reindex(i, old);
     }
 
+    /// The requests of allocation `serial` on node `i` (zero when absent).
+    pub fn request_of(&self, i: NodeIdx, serial: u64) -> ResVec {
+        self.node(i)
+            .and_then(|n| n.instances.get(&serial))
+            .map(|x| x.demand.request)
+            .unwrap_or_default()
+    }
+
     /// Removes an instance; returns what it held.
     pub fn release(&mut self, i: NodeIdx, serial: u64) -> Option<Placed> {
         let n = self.nodes.get_mut(i as usize)?;

@@ -452,12 +452,7 @@ impl Coordinator {
         let mut added = ResVec::default();
         let mut new = Vec::new();
         for p in placed {
-            let demand = self
-                .cluster
-                .node(p.node)
-                .and_then(|n| n.instances.get(&p.serial))
-                .map(|x| x.demand.request)
-                .unwrap_or_default();
+            let demand = self.cluster.request_of(p.node, p.serial);
             added = added.plus(demand);
             new.push((
                 InstanceKey::new(p.workload.clone(), p.replica),
@@ -690,12 +685,7 @@ impl Coordinator {
             if let Some(e) = self.apps.get_mut(key) {
                 for p in &g.placed {
                     let k = InstanceKey::new(p.workload.clone(), p.replica);
-                    let demand = self
-                        .cluster
-                        .node(p.node)
-                        .and_then(|n| n.instances.get(&p.serial))
-                        .map(|x| x.demand.request)
-                        .unwrap_or_default();
+                    let demand = self.cluster.request_of(p.node, p.serial);
                     added = added.plus(demand);
                     if let Some(inst) = e.runtime.instances.get_mut(&k) {
                         inst.node = Some(self.cluster.name(p.node).to_string());
@@ -1231,12 +1221,7 @@ impl Coordinator {
             }
         }
         for p in &g.placed {
-            let demand = self
-                .cluster
-                .node(p.node)
-                .and_then(|n| n.instances.get(&p.serial))
-                .map(|x| x.demand.request)
-                .unwrap_or_default();
+            let demand = self.cluster.request_of(p.node, p.serial);
             added = added.plus(demand);
             let k = InstanceKey::new(p.workload.clone(), p.replica);
             let mut inst = Instance::placed(

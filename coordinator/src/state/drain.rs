@@ -336,12 +336,7 @@ impl Coordinator {
             .placed
             .iter()
             .map(|p| {
-                let demand = self
-                    .cluster
-                    .node(p.node)
-                    .and_then(|n| n.instances.get(&p.serial))
-                    .map(|x| x.demand.request)
-                    .unwrap_or_default();
+                let demand = self.cluster.request_of(p.node, p.serial);
                 added = added.plus(demand);
                 (
                     InstanceKey::new(p.workload.clone(), p.replica),

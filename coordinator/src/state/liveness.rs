@@ -20,6 +20,27 @@ use crate::model::time::Timestamp;
 use crate::placement::{NodeIdx, Placed};
 use crate::reconcile::{Instance, InstanceKey, ObservedState};
 
+/// The instances of `e` behind `lost` (evicted allocations) failed with
+/// their node `node`: no longer unreachable, nothing asked of them.
+fn mark_lost(e: &mut AppEntry, lost: &[(NodeIdx, u64, Placed)], node: &str) {
+    for (_, _, p) in lost {
+        if let Some(inst) = e
+            .runtime
+            .instances
+            .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
+        {
+            inst.observed = ObservedState::Failed {
+                failure: Failure::Infrastructure {
+                    kind: InfrastructureFailure::NodeDown,
+                    node: node.to_string(),
+                },
+            };
+            inst.requested = None;
+            inst.disconnected = None;
+        }
+    }
+}
+
 impl Coordinator {
     /// Every instance placed on node `name`, with its application.
     pub(super) fn instances_on<'a>(
@@ -249,21 +270,7 @@ impl Coordinator {
             );
             self.evict(key, &held, &why, now, out);
             if let Some(e) = self.apps.get_mut(key) {
-                for (_, _, p) in &held {
-                    if let Some(inst) = e
-                        .runtime
-                        .instances
-                        .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
-                    {
-                        inst.observed = ObservedState::Failed {
-                            failure: Failure::Infrastructure {
-                                kind: InfrastructureFailure::NodeDown,
-                                node: node.clone(),
-                            },
-                        };
-                        inst.disconnected = None;
-                    }
-                }
+                mark_lost(e, &held, &node);
                 e.degradation = Some(Degradation {
                     cause: DegradationCause::Held,
                     reason: why,
@@ -296,22 +303,7 @@ impl Coordinator {
         let reason = format!("node {node} down");
         self.evict(key, lost, &reason, now, out);
         if let Some(e) = self.apps.get_mut(key) {
-            for (_, _, p) in lost {
-                if let Some(inst) = e
-                    .runtime
-                    .instances
-                    .get_mut(&InstanceKey::new(p.workload.clone(), p.replica))
-                {
-                    inst.observed = ObservedState::Failed {
-                        failure: Failure::Infrastructure {
-                            kind: InfrastructureFailure::NodeDown,
-                            node: node.to_string(),
-                        },
-                    };
-                    inst.requested = None;
-                    inst.disconnected = None;
-                }
-            }
+            mark_lost(e, lost, node);
             for j in e.runtime.jobs.values_mut() {
                 if j.node.as_deref() == Some(node) && !j.succeeded() {
                     j.node = None;
