@@ -510,27 +510,9 @@ fn pinned_shop(t: &str, dir: &Path) -> String {
     text
 }
 
-/// The page served on `port` inside namespace `ns` (busybox wget run there).
+/// The page served on `port` inside namespace `ns`.
 fn page_in(ns: &str, port: u16) -> Option<String> {
-    let out = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{ns}"))
-        // busybox 1.35's `wget -T` crashes; timeout(1) bounds a hung fetch instead.
-        .args([
-            "--",
-            "timeout",
-            "3",
-            "/usr/bin/busybox",
-            "wget",
-            "-q",
-            "-O",
-            "-",
-        ])
-        .arg(format!("http://127.0.0.1:{port}/index.html"))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    mesh_hosts::fetch_in(ns, &format!("http://127.0.0.1:{port}/index.html"))
 }
 
 /// Issue 22 through a 3-server cluster: an env-only change of the shop running on a
@@ -745,17 +727,6 @@ fn a_drain_moves_running_work_to_another_node() {
     assert!(n.get("drain").is_none(), "{n}");
 }
 
-/// The value of `series` on a `/metrics` page.
-fn metric(body: &str, series: &str) -> Option<f64> {
-    body.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 /// Issue 16: every server exports its raft view, only the leader the coordinator's;
 /// after `kill -9` of the leader the survivors count a leader change and the new
 /// leader exports the coordinator's families (the same replicated counters).
@@ -772,18 +743,18 @@ fn metrics_follow_the_leader_through_a_kill() {
     };
     // The view is refreshed every second: it reaches the three nodes.
     page(&hs[li], "the leader's metrics", &|b| {
-        metric(b, "daros_raft_is_leader") == Some(1.0)
-            && metric(b, "daros_nodes{condition=\"ready\"}") == Some(3.0)
+        common::metric_value(b, "daros_raft_is_leader") == Some(1.0)
+            && common::metric_value(b, "daros_nodes{condition=\"ready\"}") == Some(3.0)
     });
     for h in hs.iter().filter(|h| h.name != leader) {
         let b = page(h, "a follower's metrics", &|b| {
-            metric(b, "daros_raft_is_leader") == Some(0.0)
+            common::metric_value(b, "daros_raft_is_leader") == Some(0.0)
         });
         assert!(
             !b.contains("daros_nodes{"),
             "a follower exports no coordinator view: {b}"
         );
-        assert!(metric(&b, "daros_raft_term").is_some_and(|t| t >= 1.0));
+        assert!(common::metric_value(&b, "daros_raft_term").is_some_and(|t| t >= 1.0));
     }
     hs[li].kill9();
     let survivors: Vec<usize> = (0..3).filter(|&i| i != li).collect();
@@ -793,7 +764,7 @@ fn metrics_follow_the_leader_through_a_kill() {
     });
     for &i in &survivors {
         let b = page(&hs[i], "a leader change in /metrics", &|b| {
-            metric(b, "daros_raft_leader_changes_total").is_some_and(|n| n >= 1.0)
+            common::metric_value(b, "daros_raft_leader_changes_total").is_some_and(|n| n >= 1.0)
         });
         let leading = hs[i].name == new_leader;
         assert_eq!(

@@ -9,7 +9,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RestartableDarosd, TestRoot, free_port, main_pid, phase, shop_yaml, wait_for};
+use common::{
+    RestartableDarosd, TestRoot, free_port, main_pid, metric_value as value, phase, shop_yaml,
+    wait_for,
+};
 
 fn scrape(addr: &str) -> Option<String> {
     use std::io::{Read, Write};
@@ -19,17 +22,6 @@ fn scrape(addr: &str) -> Option<String> {
     let mut r = String::new();
     s.read_to_string(&mut r).ok()?;
     r.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
-}
-
-/// The value of the series `series` (name with labels, exactly as exported).
-fn value(body: &str, series: &str) -> Option<f64> {
-    body.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 #[test]

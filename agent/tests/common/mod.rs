@@ -755,3 +755,15 @@ pub fn promtool_check_metrics(body: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The value of `series` (a metric name with its labels, exactly as
+/// exported) on a `/metrics` page.
+pub fn metric_value(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}

@@ -35,24 +35,7 @@ pub struct Host {
 impl Host {
     /// Its `/metrics` page, fetched inside its network namespace.
     pub fn metrics(&self) -> Option<String> {
-        let out = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.ns))
-            .args([
-                "--",
-                "timeout",
-                "3",
-                "/usr/bin/busybox",
-                "wget",
-                "-q",
-                "-O",
-                "-",
-            ])
-            .arg(format!("http://{}:9464/metrics", self.ip))
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        fetch_in(&self.ns, &format!("http://{}:9464/metrics", self.ip))
     }
 
     pub fn config(&self, seed: &str, role: &str) -> PathBuf {
@@ -310,4 +293,28 @@ pub fn apply_text(socket: &Path, text: &str, start: bool) -> bool {
         let _ = stdin.write_all(text.as_bytes());
     }
     child.wait().is_ok_and(|s| s.success())
+}
+
+/// The body `url` answers inside network namespace `ns` (busybox wget run
+/// there), if it answers.
+pub fn fetch_in(ns: &str, url: &str) -> Option<String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        // busybox 1.35's `wget -T` crashes; timeout(1) bounds a hung fetch instead.
+        .args([
+            "--",
+            "timeout",
+            "3",
+            "/usr/bin/busybox",
+            "wget",
+            "-q",
+            "-O",
+            "-",
+        ])
+        .arg(url)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
