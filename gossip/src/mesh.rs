@@ -36,6 +36,8 @@ const QUERY: &str = "mesh.query";
 const STATUS: &str = "mesh.status";
 const ADD_SERVER: &str = "mesh.add_server";
 const REMOVE_SERVER: &str = "mesh.remove_server";
+/// The mesh database file under the data directory.
+const MESH_DB: &str = "mesh.redb";
 
 /// Errors of the mesh.
 #[derive(Debug, thiserror::Error)]
@@ -254,7 +256,7 @@ impl Mesh {
             Role::Server => Some(Arc::new(ClusterCa::load(&pki_dir(&config.data_dir))?)),
             Role::Client => None,
         };
-        let db_path = config.data_dir.join("mesh.redb");
+        let db_path = config.data_dir.join(MESH_DB);
         let db = Arc::new(Database::create(&db_path).map_err(|e| MeshError::Storage {
             path: db_path.display().to_string(),
             reason: e.to_string(),
@@ -276,7 +278,7 @@ impl Mesh {
             tls::client_config(&creds)?,
             config.max_frame,
         ));
-        let registry = Arc::new(Registry::new(Some(fence.clone())));
+        let registry = Arc::new(Registry::new(Some(fence.clone())).with_stats(rpc.stats()));
 
         let raft = match creds.role {
             Role::Server => {
@@ -581,6 +583,19 @@ impl<S: ReplicatedState> MeshHandle<S> {
     /// Cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.inner.creds.cluster_id
+    }
+
+    /// Bytes the mesh's database (raft log, vote, snapshots, credentials
+    /// state) takes on disk.
+    pub fn storage_bytes(&self) -> Option<u64> {
+        std::fs::metadata(self.inner.config.data_dir.join(MESH_DB))
+            .ok()
+            .map(|m| m.len())
+    }
+
+    /// RPC counters: calls served and made, errors by code, failed handshakes.
+    pub fn rpc_stats(&self) -> Arc<crate::rpc::RpcStats> {
+        self.inner.rpc.stats()
     }
 
     /// Gossip transport counters (bytes, refused datagrams).

@@ -65,6 +65,12 @@ pub struct ConsensusStatus {
     pub last_applied: Option<u64>,
     /// Last log index.
     pub last_log_index: Option<u64>,
+    /// Last index the latest snapshot covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_index: Option<u64>,
+    /// Last index purged from the log (entries above it are held).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purged_index: Option<u64>,
     /// On the leader: milliseconds since a quorum last acknowledged it.
     pub millis_since_quorum_ack: Option<u64>,
     /// Servers in the membership.

@@ -376,6 +376,8 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
             commit_index: (c != NONE).then_some(c),
             last_applied: m.last_applied.map(|l| l.index),
             last_log_index: m.last_log_index,
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
             millis_since_quorum_ack: m.millis_since_quorum_ack,
             servers,
         }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -9,6 +10,7 @@ use tokio::sync::Mutex;
 
 use super::error::{ErrorCode, RpcError};
 use super::frame;
+use super::stats::{RpcStats, Side};
 use super::wire::{Reply, Request};
 
 /// An RPC client: one cached connection per (address, node id).
@@ -18,6 +20,7 @@ pub struct RpcClient {
     conns: Mutex<HashMap<(SocketAddr, String), quinn::Connection>>,
     max_frame: usize,
     connect_timeout: Duration,
+    stats: Arc<RpcStats>,
 }
 
 /// How long a QUIC handshake may take before the peer is considered unreachable. A dead peer
@@ -85,7 +88,14 @@ impl RpcClient {
             conns: Mutex::default(),
             max_frame,
             connect_timeout: CONNECT_TIMEOUT,
+            stats: Arc::default(),
         }
+    }
+
+    /// The counters calls made are counted into (share them with the
+    /// node's [`super::Registry`] for one view of both sides).
+    pub fn stats(&self) -> Arc<RpcStats> {
+        self.stats.clone()
     }
 
     async fn connection(&self, t: &Target) -> Result<(quinn::Connection, bool), RpcError> {
@@ -182,6 +192,18 @@ impl RpcClient {
         req: &Request,
         timeout: Duration,
     ) -> Result<Value, RpcError> {
+        let r = self.call_uncounted(t, req, timeout).await;
+        self.stats
+            .count(Side::Made, r.as_ref().err().map(|e| e.code));
+        r
+    }
+
+    async fn call_uncounted(
+        &self,
+        t: &Target,
+        req: &Request,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
         let fut = async {
             let (_send, mut recv) = self.open(t, req).await?;
             match frame::read::<_, Reply>(&mut recv, self.max_frame).await {
@@ -216,7 +238,10 @@ impl RpcClient {
 
     /// Opens a subscription (server-push stream).
     pub async fn subscribe(&self, t: &Target, req: &Request) -> Result<Subscription, RpcError> {
-        let (send, recv) = self.open(t, req).await?;
+        let opened = self.open(t, req).await;
+        self.stats
+            .count(Side::Made, opened.as_ref().err().map(|e| e.code));
+        let (send, recv) = opened?;
         Ok(Subscription {
             recv,
             _send: send,

@@ -40,6 +40,32 @@ pub enum ErrorCode {
     Application,
 }
 
+impl ErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ErrorCode; 15] = [
+        ErrorCode::BadRequest,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
+        ErrorCode::UnknownMethod,
+        ErrorCode::StaleTerm,
+        ErrorCode::FenceRequired,
+        ErrorCode::NotLeader,
+        ErrorCode::Unavailable,
+        ErrorCode::TooLarge,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::Timeout,
+        ErrorCode::Unreachable,
+        ErrorCode::Transport,
+        ErrorCode::Internal,
+        ErrorCode::Application,
+    ];
+
+    /// Its position in [`ErrorCode::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = serde_json::to_value(self)

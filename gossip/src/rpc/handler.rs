@@ -133,6 +133,7 @@ pub(crate) struct Entry {
 pub struct Registry {
     methods: RwLock<HashMap<String, Entry>>,
     fence: Option<Arc<FenceGuard>>,
+    stats: Arc<super::RpcStats>,
 }
 
 impl Registry {
@@ -141,7 +142,20 @@ impl Registry {
         Self {
             methods: RwLock::default(),
             fence,
+            stats: Arc::default(),
         }
+    }
+
+    /// Counts into `stats` (shared with the node's client).
+    #[must_use]
+    pub fn with_stats(mut self, stats: Arc<super::RpcStats>) -> Self {
+        self.stats = stats;
+        self
+    }
+
+    /// The counters calls served are counted into.
+    pub fn stats(&self) -> &super::RpcStats {
+        &self.stats
     }
 
     fn insert(&self, method: &str, e: Entry) {

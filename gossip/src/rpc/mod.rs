@@ -6,6 +6,7 @@ mod error;
 pub mod frame;
 mod handler;
 mod server;
+mod stats;
 mod wire;
 
 pub use client::{CONNECT_TIMEOUT, RpcClient, Subscription, Target};
@@ -14,4 +15,5 @@ pub use handler::{
     Access, BoxFuture, CallContext, PushSink, Registry, StreamHandler, UnaryHandler,
 };
 pub use server::serve;
+pub use stats::{RpcStats, Side};
 pub use wire::{Reply, Request};

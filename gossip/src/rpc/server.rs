@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use super::error::RpcError;
 use super::frame;
 use super::handler::{CallContext, Kind, PushSink, Registry};
+use super::stats::{RpcStats, Side};
 use super::wire::{Reply, Request};
 use crate::tls;
 
@@ -25,6 +26,7 @@ pub async fn serve(
             let conn = match incoming.await {
                 Ok(c) => c,
                 Err(e) => {
+                    registry.stats().count_handshake_failure();
                     tracing::debug!(%remote, error = %e, "QUIC handshake failed");
                     return;
                 }
@@ -51,6 +53,20 @@ pub async fn serve(
 }
 
 async fn reply(send: &mut quinn::SendStream, r: &Reply, max: usize) {
+    reply_bytes(send, r, max).await;
+}
+
+/// Sends the final reply of a call and counts its outcome.
+async fn finish(send: &mut quinn::SendStream, r: &Reply, max: usize, stats: &RpcStats) {
+    let error = match r {
+        Reply::Err { error } => Some(error.code),
+        _ => None,
+    };
+    stats.count(Side::Served, error);
+    reply_bytes(send, r, max).await;
+}
+
+async fn reply_bytes(send: &mut quinn::SendStream, r: &Reply, max: usize) {
     let r = match frame::encode(r, max) {
         Ok(b) => b,
         Err(e) => match frame::encode(&Reply::Err { error: e }, max) {
@@ -75,7 +91,7 @@ async fn handle_stream(
         Ok(None) => return,
         Err(error) => {
             tracing::warn!(remote = %ctx.remote, peer = ?ctx.peer, %error, "bad RPC request");
-            reply(&mut send, &Reply::Err { error }, max).await;
+            finish(&mut send, &Reply::Err { error }, max, registry.stats()).await;
             let _ = send.finish();
             return;
         }
@@ -87,7 +103,7 @@ async fn handle_stream(
         Ok(e) => e,
         Err(error) => {
             tracing::info!(method = %req.method, remote = %ctx.remote, peer = ?ctx.peer, %error, "RPC refused");
-            reply(&mut send, &Reply::Err { error }, max).await;
+            finish(&mut send, &Reply::Err { error }, max, registry.stats()).await;
             let _ = send.finish();
             return;
         }
@@ -99,7 +115,7 @@ async fn handle_stream(
                 Ok(body) => Reply::Ok { body },
                 Err(error) => Reply::Err { error },
             };
-            reply(&mut send, &r, max).await;
+            finish(&mut send, &r, max, registry.stats()).await;
         }
         Kind::Stream(h) => {
             let (tx, mut rx) = mpsc::channel(64);
@@ -139,7 +155,7 @@ async fn handle_stream(
                     }
                 }
             };
-            reply(&mut send, &end, max).await;
+            finish(&mut send, &end, max, registry.stats()).await;
         }
     }
     let _ = send.finish();
