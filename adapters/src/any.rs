@@ -80,6 +80,7 @@ impl RuntimeAdapter for AnyAdapter {
 #[derive(Debug, Clone, Default)]
 pub struct AdapterSet {
     adapters: Vec<AnyAdapter>,
+    stats: std::sync::Arc<crate::stats::AdapterStats>,
 }
 
 impl AdapterSet {
@@ -129,6 +130,20 @@ impl AdapterSet {
             .ok_or_else(|| AdapterError::NotFound(id.clone()))
     }
 
+    /// Operations counted by outcome and the last probes (health).
+    pub fn stats(&self) -> std::sync::Arc<crate::stats::AdapterStats> {
+        self.stats.clone()
+    }
+
+    /// Probes each adapter (a `list` of what it runs) and records whether
+    /// it answered.
+    pub async fn probe(&self) {
+        for a in &self.adapters {
+            let r = a.list().await;
+            self.stats.probed(a.kind(), &r);
+        }
+    }
+
     /// What each adapter runs.
     pub fn all_capabilities(&self) -> Vec<RuntimeCapabilities> {
         self.adapters
@@ -167,24 +182,38 @@ impl RuntimeAdapter for AdapterSet {
         c
     }
     async fn create(&self, spec: &WorkloadInstanceSpec) -> Result<RuntimeId, AdapterError> {
-        self.for_runtime(&spec.runtime)?.create(spec).await
+        let a = self.for_runtime(&spec.runtime)?;
+        let r = a.create(spec).await;
+        self.stats.count(a.kind(), "create", &r);
+        r
     }
     async fn start(&self, id: &RuntimeId) -> Result<(), AdapterError> {
-        self.for_id(id)?.start(id).await
+        let r = self.for_id(id)?.start(id).await;
+        self.stats.count(id.adapter, "start", &r);
+        r
     }
     async fn stop(&self, id: &RuntimeId, grace: Duration) -> Result<(), AdapterError> {
-        self.for_id(id)?.stop(id, grace).await
+        let r = self.for_id(id)?.stop(id, grace).await;
+        self.stats.count(id.adapter, "stop", &r);
+        r
     }
     async fn destroy(&self, id: &RuntimeId, opts: DestroyOptions) -> Result<(), AdapterError> {
-        self.for_id(id)?.destroy(id, opts).await
+        let r = self.for_id(id)?.destroy(id, opts).await;
+        self.stats.count(id.adapter, "destroy", &r);
+        r
     }
     async fn inspect(&self, id: &RuntimeId) -> Result<WorkloadStatus, AdapterError> {
-        self.for_id(id)?.inspect(id).await
+        let r = self.for_id(id)?.inspect(id).await;
+        self.stats.count(id.adapter, "inspect", &r);
+        r
     }
     async fn list(&self) -> Result<Vec<WorkloadStatus>, AdapterError> {
         let mut out = Vec::new();
         for a in &self.adapters {
-            out.extend(a.list().await?);
+            let r = a.list().await;
+            self.stats.count(a.kind(), "list", &r);
+            self.stats.probed(a.kind(), &r);
+            out.extend(r?);
         }
         Ok(out)
     }

@@ -103,6 +103,22 @@ impl AdapterError {
         Self::InvalidSpec(vec![FieldError::new(path, reason)])
     }
 
+    /// A short code for metrics (`invalid-spec`, `launch`, `kube` ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AdapterError::InvalidSpec(_) => "invalid-spec",
+            AdapterError::Unsupported { .. } => "unsupported",
+            AdapterError::NotFound(_) => "not-found",
+            AdapterError::Conflict(_) => "conflict",
+            AdapterError::InvalidState { .. } => "invalid-state",
+            AdapterError::Launch { .. } => "launch",
+            AdapterError::Io { .. } => "io",
+            AdapterError::Store { .. } => "store",
+            AdapterError::Kube { .. } => "kube",
+            AdapterError::Closed => "closed",
+        }
+    }
+
     /// The failure (§4.7) this error means for a workload, when it means
     /// one: the runtime could not be reached or could not start the workload
     /// (`AdapterCommunicationError`), or

@@ -27,6 +27,7 @@ pub mod logs;
 pub mod placement;
 pub mod process;
 pub mod restart;
+pub mod stats;
 pub mod status;
 mod sys;
 pub mod time;

@@ -7,6 +7,7 @@
 //! with `restart: Never` and the executor starts a new run only for a higher
 //! attempt.
 
+pub mod adapter_metrics;
 pub mod cgroups;
 pub mod executor;
 pub mod kubernetes;
