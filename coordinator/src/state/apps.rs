@@ -167,6 +167,11 @@ impl Coordinator {
                 restore_epoch: 0,
                 rollout: None,
                 compacted: Default::default(),
+                converging: start.then_some(super::convergence::Converging {
+                    since: now,
+                    cause: super::convergence::ConvergeCause::Create,
+                }),
+                uptime: Default::default(),
             },
         );
         self.record_event(
@@ -471,6 +476,7 @@ impl Coordinator {
         out: &mut Outcome,
     ) {
         self.count_transition(key, to, trigger, now);
+        self.track_uptime(key, from, to, now);
         let ev = LifecycleEvent {
             seq: self.events.next_pos() + 1,
             app: key.clone(),
@@ -558,6 +564,7 @@ impl Coordinator {
                 e.degradation = None;
             }
         }
+        self.check_converged(key, now);
         Ok(step)
     }
 
@@ -724,6 +731,7 @@ impl Coordinator {
             now,
             out,
         )?;
+        self.mark_converging(key, super::convergence::ConvergeCause::Start, now);
         if let Some(e) = self.apps.get_mut(key) {
             e.start_requested = true;
             if stopped {
@@ -907,6 +915,7 @@ impl Coordinator {
                 source,
             }
         })?;
+        self.mark_converging(key, super::convergence::ConvergeCause::Update, now);
         if phase.holds_placements() {
             self.update_placed(key, app, origin, now, out);
             return Ok(());

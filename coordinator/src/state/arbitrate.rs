@@ -794,6 +794,7 @@ impl Coordinator {
         }
         let charge = ev.admission.as_ref().map(|a| a.charge).unwrap_or_default();
         let eff = ev.effective.clone().unwrap_or_default();
+        self.mark_converging(key, super::convergence::ConvergeCause::Scale, now);
         let mut related = Vec::new();
         if replicas > current {
             let staying: Vec<(String, NodeIdx)> = self

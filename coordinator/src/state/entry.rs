@@ -99,6 +99,12 @@ pub struct AppEntry {
     pub restore_epoch: u64,
     /// The rollout under way, if any.
     pub rollout: Option<super::rollout::Rollout>,
+    /// Desired state changed and observed state has not caught up yet.
+    #[serde(default)]
+    pub converging: Option<super::convergence::Converging>,
+    /// Time available and not since it first ran (SLA attainment).
+    #[serde(default)]
+    pub uptime: super::availability::Uptime,
 }
 
 impl AppEntry {

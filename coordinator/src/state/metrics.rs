@@ -66,6 +66,16 @@ pub struct Counters {
     /// How long init-job runs ran (from running to their end).
     #[serde(default)]
     pub job_run_time: Histogram,
+    /// How long init-job runs waited placed before they started.
+    #[serde(default)]
+    pub job_queue_time: Histogram,
+    /// Desired → observed convergence, by what started it (`create`,
+    /// `update`, `scale`, `start`).
+    #[serde(default)]
+    pub convergence: BTreeMap<String, Histogram>,
+    /// Convergences abandoned (stopped, failed, refused first), by cause.
+    #[serde(default)]
+    pub convergence_abandoned: BTreeMap<String, u64>,
 }
 
 /// Amounts of cpu (cores), memory (bytes) and GPUs.
@@ -117,6 +127,10 @@ pub struct MetricsView {
     /// Nodes by condition (`ready`, `down`, `cordoned`, `draining`,
     /// `under-pressure`, `not-registered`).
     pub nodes: BTreeMap<String, u64>,
+    /// Applications declaring `sla.availability`, by (tenant, name):
+    /// (attained share of time Running since it first ran, target); the
+    /// attained share only once it ran.
+    pub availability: BTreeMap<(String, String), (Option<f64>, f64)>,
     /// Counters and histograms.
     pub counters: Counters,
 }
@@ -179,8 +193,8 @@ impl Coordinator {
         }
     }
 
-    /// The metrics now.
-    pub fn metrics(&self) -> MetricsView {
+    /// The metrics at `now` (availability counts the current phase up to it).
+    pub fn metrics(&self, now: Timestamp) -> MetricsView {
         let mut v = MetricsView {
             counters: self.counters.clone(),
             ..MetricsView::default()
@@ -196,6 +210,15 @@ impl Coordinator {
                 Phase::Admitted | Phase::Rejected => Some(self.waiting_reason(e)),
                 _ => None,
             };
+            if let Some(target) = e.spec().spec.sla.availability {
+                v.availability.insert(
+                    (tenant.clone(), e.key.name.clone()),
+                    (
+                        e.uptime.attained(e.phase, now),
+                        target.millis() as f64 / 1000.0,
+                    ),
+                );
+            }
             if let Some(r) = reason {
                 *v.pending.entry((tenant, r)).or_default() += 1;
             }

@@ -5,6 +5,8 @@
 
 mod apps;
 mod arbitrate;
+pub mod availability;
+pub mod convergence;
 mod degradation;
 pub mod desired;
 pub mod drain;

@@ -30,6 +30,7 @@ impl Coordinator {
             return;
         };
         self.apply_plan(key, p, now, out);
+        self.check_converged(key, now);
     }
 
     /// The plan for `key` at `now`, without applying it.
@@ -257,6 +258,10 @@ impl Coordinator {
         {
             Some(j) => {
                 let (was_live, since) = (j.observed.is_live(), j.since);
+                if j.observed == ObservedState::Pending && state != ObservedState::Pending {
+                    // Left the queue: placed and asked, now started (or ended at once).
+                    self.counters.job_queue_time.observe(now.since(since).0);
+                }
                 if state.has_ended() && j.observed != state {
                     let outcome = if state == (ObservedState::Exited { code: 0 }) {
                         "succeeded"
