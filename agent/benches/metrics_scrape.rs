@@ -67,10 +67,10 @@ fn main() {
     eprintln!("{apps} applications applied in {:.2?}", t0.elapsed());
 
     let mut view_s = Vec::new();
-    let mut view = c.metrics();
+    let mut view = c.metrics(Timestamp(2));
     for _ in 0..50 {
         let t = Instant::now();
-        view = c.metrics();
+        view = c.metrics(Timestamp(2));
         view_s.push(t.elapsed().as_secs_f64());
     }
     let placed: u64 = view.instances.values().sum();

@@ -755,6 +755,7 @@ fn metrics_follow_the_leader_through_a_kill() {
             "a follower exports no coordinator view: {b}"
         );
         assert!(common::metric_value(&b, "daros_raft_term").is_some_and(|t| t >= 1.0));
+        transport_metrics(h);
     }
     hs[li].kill9();
     let survivors: Vec<usize> = (0..3).filter(|&i| i != li).collect();
@@ -775,5 +776,76 @@ fn metrics_follow_the_leader_through_a_kill() {
         );
         common::promtool_check_metrics(&b);
     }
+    // The new leader's calls to the killed one (raft replication) fail and
+    // are counted by the path's error.
+    let ni = hs.iter().position(|h| h.name == new_leader).unwrap();
+    page(&hs[ni], "calls to the dead leader counted", &|b| {
+        ["unreachable", "timeout", "transport"]
+            .iter()
+            .filter_map(|c| {
+                common::metric_value(
+                    b,
+                    &format!("daros_rpc_errors_total{{side=\"made\",code=\"{c}\"}}"),
+                )
+            })
+            .sum::<f64>()
+            > 0.0
+    });
     eprintln!("leader {leader} killed; {new_leader} exports the coordinator metrics");
+}
+
+/// The transports' families on a follower: gossip bytes both ways, raft
+/// calls served, the raft log held and its database on disk; then
+/// datagrams from an outsider (sealed with another cluster's key, and
+/// garbage) sent to its gossip port are refused and counted by reason.
+fn transport_metrics(h: &mesh_hosts::Host) {
+    use common::metric_value as v;
+    let b = h.metrics().unwrap();
+    for dir in ["sent", "received"] {
+        assert!(
+            v(
+                &b,
+                &format!("daros_gossip_bytes_total{{direction=\"{dir}\"}}")
+            )
+            .is_some_and(|n| n > 0.0),
+            "{b}"
+        );
+    }
+    assert!(v(&b, "daros_rpc_calls_total{side=\"served\"}").is_some_and(|n| n > 0.0));
+    assert!(v(&b, "daros_raft_log_entries").is_some_and(|n| n > 0.0));
+    assert!(v(&b, "daros_mesh_storage_bytes").is_some_and(|n| n > 0.0));
+    let refused = |b: &str, r: &str| {
+        v(
+            b,
+            &format!("daros_gossip_datagrams_refused_total{{reason=\"{r}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let (auth0, malformed0) = (refused(&b, "auth"), refused(&b, "malformed"));
+    let outsider = daros_gossip::membership::Keyring::new(
+        &daros_gossip::membership::GossipKey::generate(1),
+        &[],
+    );
+    let sealed = outsider.seal(b"not one of us").unwrap();
+    let (ns, to) = (h.ns.clone(), format!("{}:7000", h.ip));
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        // This thread joins the host's network namespace to send from it.
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace file changes only this thread's
+        // network namespace; the thread ends after sending.
+        let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0);
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        for d in &sealed {
+            s.send_to(d, &to).unwrap();
+        }
+        s.send_to(b"garbage", &to).unwrap();
+    })
+    .join()
+    .unwrap();
+    wait_for("refused datagrams counted", Duration::from_secs(10), || {
+        let b = h.metrics()?;
+        (refused(&b, "auth") > auth0 && refused(&b, "malformed") > malformed0).then_some(())
+    });
 }

@@ -24,11 +24,60 @@ fn scrape(addr: &str) -> Option<String> {
     r.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
 }
 
+/// A CloudEvents collector on a real socket: answers 200 to every POST and
+/// keeps (content type, body) of each.
+type Posted = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+fn collector() -> (String, Posted) {
+    use std::io::{BufRead, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/daros", l.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut r = std::io::BufReader::new(s);
+            loop {
+                let (mut len, mut ctype) = (0usize, String::new());
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                loop {
+                    line.clear();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let (k, v) = line.split_once(':').unwrap_or(("", ""));
+                    match k.to_ascii_lowercase().as_str() {
+                        "content-length" => len = v.trim().parse().unwrap_or(0),
+                        "content-type" => ctype = v.trim().to_string(),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; len];
+                if r.read_exact(&mut body).is_err() {
+                    break;
+                }
+                g.lock()
+                    .unwrap()
+                    .push((ctype, String::from_utf8_lossy(&body).into_owned()));
+                let _ = r
+                    .get_mut()
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            }
+        }
+    });
+    (url, got)
+}
+
 #[test]
 fn control_plane_metrics_follow_the_applications() {
     let t = TestRoot::new("e2e-metrics");
     let dir = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
+    let events_file = dir.path().join("export/events.jsonl");
+    let (url, posted) = collector();
     let mut a = RestartableDarosd::new(
         dir.path(),
         t.name(),
@@ -37,6 +86,8 @@ fn control_plane_metrics_follow_the_applications() {
         &[
             ("DAROS_RUNTIME_STOP_GRACE", "2s"),
             ("DAROS_METRICS_LISTEN", addr.as_str()),
+            ("DAROS_METRICS_EVENTS_FILE", events_file.to_str().unwrap()),
+            ("DAROS_METRICS_EVENTS_URL", url.as_str()),
         ],
     );
     a.spawn_serving();
@@ -96,6 +147,52 @@ fn control_plane_metrics_follow_the_applications() {
         "{body}"
     );
     assert_eq!(value(&body, "daros_init_job_run_seconds_count"), Some(1.0));
+    assert_eq!(
+        value(&body, "daros_init_job_queue_seconds_count"),
+        Some(1.0)
+    );
+    // Desired -> observed: the shop converged once, from its creation.
+    assert_eq!(
+        value(
+            &body,
+            "daros_app_convergence_seconds_count{cause=\"create\"}"
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // Its SLA: 99.5 % declared, all of the time Running so far.
+    let sla = "{tenant=\"shop-team\",application=\"shop\"}";
+    assert_eq!(
+        value(&body, &format!("daros_app_availability_target{sla}")),
+        Some(0.995)
+    );
+    assert_eq!(
+        value(&body, &format!("daros_app_availability_ratio{sla}")),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "daros_sla_attainment_ratio{tenant=\"shop-team\"}"),
+        Some(1.0)
+    );
+    // The process adapter answers its probes and started web and worker.
+    let body = wait_for("the adapter probed", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        value(&b, "daros_adapter_up{adapter=\"process\"}").map(|_| b)
+    });
+    assert_eq!(
+        value(&body, "daros_adapter_up{adapter=\"process\"}"),
+        Some(1.0)
+    );
+    assert!(
+        value(
+            &body,
+            "daros_adapter_operations_total{adapter=\"process\",operation=\"start\",outcome=\"ok\"}"
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{body}"
+    );
+    exported_events(&addr, &events_file, &posted);
     assert!(
         value(
             &body,
@@ -145,6 +242,14 @@ fn control_plane_metrics_follow_the_applications() {
         let restarts = value(&b, "daros_instance_restarts_total")?;
         (failures >= 1.0 && restarts >= 1.0).then_some(b)
     });
+    // The time it was down counts against its availability once it runs
+    // again.
+    a.wait_app("shop Running again", "shop", |d| phase(d) == "Running");
+    wait_for("availability below 1", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        let r = value(&b, &format!("daros_app_availability_ratio{sla}"))?;
+        (r < 1.0 && r > 0.5).then_some(())
+    });
 
     // Scale the worker to 0 (parked; the sample allows 1 replica at most):
     // one instance fewer placed.
@@ -159,6 +264,12 @@ fn control_plane_metrics_follow_the_applications() {
     wait_for("the scale in /metrics", Duration::from_secs(20), || {
         let b = scrape(&addr)?;
         (placed(&b) == before - 1.0).then_some(())
+    });
+    // ... and converged once the worker's process is gone.
+    wait_for("the scale converged", Duration::from_secs(20), || {
+        let b = scrape(&addr)?;
+        (value(&b, "daros_app_convergence_seconds_count{cause=\"scale\"}") == Some(1.0))
+            .then_some(())
     });
 
     events_feed(&a);
@@ -183,6 +294,58 @@ fn control_plane_metrics_follow_the_applications() {
     assert_eq!(placed(&body), 0.0, "nothing placed any more: {body}");
 
     common::promtool_check_metrics(&body);
+}
+
+/// The sinks shipped what the feed holds: the file holds one CloudEvent per
+/// line, the collector got CloudEvents batches, both with the shop's Running
+/// transition, and the counters say so.
+fn exported_events(
+    addr: &str,
+    file: &std::path::Path,
+    posted: &std::sync::Mutex<Vec<(String, String)>>,
+) {
+    let is_running = |e: &serde_json::Value| {
+        e["type"] == "io.daros.lifecycle.v1"
+            && e["subject"] == "shop-team/shop"
+            && e["data"]["to"]["phase"] == "Running"
+    };
+    let lines: Vec<serde_json::Value> = wait_for("the file sink", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(file).ok()?;
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines.iter().any(is_running).then_some(lines)
+    });
+    assert!(lines.iter().all(|e| e["specversion"] == "1.0"));
+    let ids: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids.len(), lines.len(), "no event twice in one run");
+    let batches = wait_for("the http sink", Duration::from_secs(20), || {
+        let p = posted.lock().unwrap().clone();
+        let items: Vec<serde_json::Value> = p
+            .iter()
+            .flat_map(|(_, b)| serde_json::from_str::<Vec<serde_json::Value>>(b).unwrap())
+            .collect();
+        items.iter().any(is_running).then_some(p)
+    });
+    assert!(
+        batches
+            .iter()
+            .all(|(t, _)| t == "application/cloudevents-batch+json"),
+        "{batches:?}"
+    );
+    let body = scrape(addr).unwrap();
+    for sink in ["file", "http"] {
+        assert!(
+            value(
+                &body,
+                &format!("daros_events_exported_total{{sink=\"{sink}\"}}")
+            )
+            .is_some_and(|n| n >= 1.0),
+            "{body}"
+        );
+    }
 }
 
 /// The events feed: what happened so far as CloudEvents, then a follower

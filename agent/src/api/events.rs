@@ -10,12 +10,12 @@ use axum::extract::{RawQuery, State};
 use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::{Value, json};
 
 use super::apps::{any, plane};
 use super::error::ApiError;
 use super::{ApiRoute, AppState, Param};
-use crate::control::state::{ControlQuery, Feed};
+use crate::control::cloud_events::{self, FeedCursor, cloud_events};
+use crate::control::state::Feed;
 
 /// Items per kind and page.
 const PAGE: usize = 500;
@@ -61,8 +61,7 @@ pub fn routes() -> Vec<ApiRoute> {
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Cursor {
-    event: u64,
-    decision: u64,
+    at: FeedCursor,
     follow: bool,
 }
 
@@ -76,8 +75,8 @@ fn parse(q: Option<&str>) -> Result<Cursor, ApiError> {
             })
         };
         match k {
-            "afterEvent" => c.event = num(v)?,
-            "afterDecision" => c.decision = num(v)?,
+            "afterEvent" => c.at.event = num(v)?,
+            "afterDecision" => c.at.decision = num(v)?,
             "follow" => {
                 c.follow = match v {
                     "true" | "1" => true,
@@ -99,58 +98,9 @@ fn parse(q: Option<&str>) -> Result<Cursor, ApiError> {
     Ok(c)
 }
 
-fn rfc3339(ms: u64) -> String {
-    chrono::DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX))
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
-}
-
-/// The CloudEvents of a feed page, events then decisions; advances `c`.
-fn cloud_events(feed: &Feed, c: &mut Cursor) -> Vec<Value> {
-    let mut out = Vec::new();
-    for e in &feed.events {
-        c.event = c.event.max(e.seq);
-        out.push(json!({
-            "specversion": "1.0",
-            "id": format!("event-{}", e.seq),
-            "source": "/daros/coordinator",
-            "type": "io.daros.lifecycle.v1",
-            "subject": e.app.to_string(),
-            "time": rfc3339(e.time.0),
-            "sequence": e.seq,
-            "datacontenttype": "application/json",
-            "data": e,
-        }));
-    }
-    for d in &feed.decisions {
-        c.decision = c.decision.max(d.id.0);
-        out.push(json!({
-            "specversion": "1.0",
-            "id": d.id.to_string(),
-            "source": "/daros/coordinator",
-            "type": "io.daros.decision.v1",
-            "subject": d.app.to_string(),
-            "time": rfc3339(d.time.0),
-            "sequence": d.id.0,
-            "datacontenttype": "application/json",
-            "data": d,
-        }));
-    }
-    out
-}
-
 async fn page(s: &AppState, c: Cursor) -> Result<Feed, ApiError> {
-    let v = plane(s)?
-        .query(ControlQuery::Feed {
-            after_event: c.event,
-            after_decision: c.decision,
-            limit: PAGE,
-        })
-        .await?;
-    serde_json::from_value(v).map_err(|e| ApiError {
-        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-        message: format!("events feed: {e}"),
-    })
+    let p = plane(s)?;
+    Ok(cloud_events::page(&p, c.at, PAGE).await?)
 }
 
 async fn route(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
@@ -163,7 +113,7 @@ async fn route(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
 async fn serve(s: AppState, q: Option<&str>) -> Result<Response, ApiError> {
     let mut c = parse(q)?;
     let first = page(&s, c).await?;
-    let items = cloud_events(&first, &mut c);
+    let items = cloud_events(&first, &mut c.at);
     if !c.follow {
         return Ok(axum::Json(items).into_response());
     }
@@ -174,7 +124,7 @@ async fn serve(s: AppState, q: Option<&str>) -> Result<Response, ApiError> {
                 tokio::time::sleep(POLL).await;
                 // A failed read (no leader for a moment) is retried.
                 if let Ok(f) = page(&s, c).await {
-                    let items = cloud_events(&f, &mut c);
+                    let items = cloud_events(&f, &mut c.at);
                     if !items.is_empty() {
                         break items;
                     }
@@ -209,6 +159,6 @@ mod tests {
         assert!(e.message.contains("afterEvent"), "{}", e.message);
         let e = parse(Some("since=1")).unwrap_err();
         assert!(e.message.contains("unknown parameter"), "{}", e.message);
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(cloud_events::rfc3339(0), "1970-01-01T00:00:00.000Z");
     }
 }

@@ -176,6 +176,16 @@ pub struct MetricsSection {
     /// TCP address serving Prometheus `/metrics` (`127.0.0.1:9464`); off when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    /// Append lifecycle events and decisions as CloudEvents (one JSON per
+    /// line, fsync'd) to this file while this agent is the leader; off when
+    /// unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_file: Option<std::path::PathBuf>,
+    /// POST them in CloudEvents batches (`application/cloudevents-batch+json`)
+    /// to this `http://host:port/path` while this agent is the leader; off
+    /// when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_url: Option<String>,
 }
 
 /// `[gpu]`.

@@ -180,6 +180,18 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
             format!("must be an IP address and port such as \"127.0.0.1:9464\", got {l:?}"),
         ));
     }
+    if let Some(f) = &c.metrics.events_file
+        && (!f.is_absolute() || f.file_name().is_none())
+    {
+        return Err(ConfigError::invalid(
+            "metrics.events_file",
+            format!("must be an absolute file path, got {}", f.display()),
+        ));
+    }
+    if let Some(u) = &c.metrics.events_url {
+        crate::control::event_sink::HttpSink::parse(u)
+            .map_err(|why| ConfigError::invalid("metrics.events_url", why))?;
+    }
     if let Some(l) = &c.gpu.library
         && l.is_empty()
     {
@@ -295,6 +307,16 @@ mod tests {
             |c| c.metrics.listen = Some("localhost".into()),
             "metrics.listen",
             "IP address and port",
+        );
+        check(
+            |c| c.metrics.events_file = Some("events.jsonl".into()),
+            "metrics.events_file",
+            "absolute",
+        );
+        check(
+            |c| c.metrics.events_url = Some("https://collector:443/in".into()),
+            "metrics.events_url",
+            "http://",
         );
         check(
             |c| c.gpu.library = Some(String::new()),

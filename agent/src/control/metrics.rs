@@ -35,6 +35,7 @@ struct Seen {
     apply: std::collections::BTreeMap<&'static str, Timing>,
     proposal: Timing,
     snapshot_bytes: u64,
+    transport: super::transport_metrics::TransportSeen,
 }
 
 /// The shared state between the refresh task and the collector.
@@ -78,7 +79,7 @@ impl ControlMetrics {
             let view = if leading {
                 plane
                     .mesh()
-                    .read_with(|s| s.coordinator().metrics())
+                    .read_with(|s| s.coordinator().metrics(super::plane::now()))
                     .await
                     .ok()
             } else {
@@ -91,6 +92,8 @@ impl ControlMetrics {
                     .or_insert(0) += 1;
             }
             let (apply, proposal, snapshot_bytes) = plane.timings().read();
+            let transport =
+                super::transport_metrics::TransportSeen::read(plane.mesh(), status.as_ref());
             if let Ok(mut s) = self.seen.lock() {
                 *s = Seen {
                     status,
@@ -99,6 +102,7 @@ impl ControlMetrics {
                     apply,
                     proposal,
                     snapshot_bytes,
+                    transport,
                 };
             }
         }
@@ -127,8 +131,7 @@ fn timing_buckets(t: &Timing) -> Vec<(f64, u64)> {
     b
 }
 
-fn histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram) -> fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+fn latency_buckets(h: &Histogram) -> Vec<(f64, u64)> {
     let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
         .iter()
         .zip(h.buckets.iter().chain(std::iter::repeat(&0)))
@@ -138,12 +141,41 @@ fn histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram)
         f64::INFINITY,
         h.buckets.get(LATENCY_BUCKETS.len()).copied().unwrap_or(0),
     ));
+    buckets
+}
+
+fn histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
     m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
         h.sum_ms as f64 / 1000.0,
         h.count,
-        &buckets,
+        &latency_buckets(h),
         None,
     )
+}
+
+/// One histogram per value of `label` (nothing when there is none).
+fn histograms(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    hs: &std::collections::BTreeMap<String, Histogram>,
+) -> fmt::Result {
+    if hs.is_empty() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (v, h) in hs {
+        m.encode_family(&vec![(label, v.clone())])?
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                h.sum_ms as f64 / 1000.0,
+                h.count,
+                &latency_buckets(h),
+                None,
+            )?;
+    }
+    Ok(())
 }
 
 impl Collector for ControlCollector {
@@ -254,6 +286,9 @@ impl Collector for ControlCollector {
                 .map(|(s, n)| (vec![("status", s.clone())], *n as f64))
                 .collect(),
         )?;
+        if seen.status.is_some() {
+            seen.transport.encode(&mut enc)?;
+        }
         let Some(v) = &seen.view else {
             return Ok(());
         };
@@ -439,6 +474,30 @@ impl Collector for ControlCollector {
             "daros_app_scheduled_to_running_seconds",
             "Time from placement to running (Scheduled -> Running).",
             &c.scheduled_to_running,
-        )
+        )?;
+        histogram(
+            &mut enc,
+            "daros_init_job_queue_seconds",
+            "How long init-job runs waited placed before they started.",
+            &c.job_queue_time,
+        )?;
+        histograms(
+            &mut enc,
+            "daros_app_convergence_seconds",
+            "Desired -> observed convergence: from a change of what an application should be (create, update, scale, start) to every wanted replica ready at the version in force.",
+            "cause",
+            &c.convergence,
+        )?;
+        family(
+            &mut enc,
+            "daros_app_convergence_abandoned",
+            "Convergences abandoned (stopped, failed or refused before they converged), by cause.",
+            Counter,
+            c.convergence_abandoned
+                .iter()
+                .map(|(k, n)| (vec![("cause", k.clone())], *n as f64))
+                .collect(),
+        )?;
+        super::sla_metrics::encode(&mut enc, &v.availability)
     }
 }

@@ -11,15 +11,19 @@
 //! - [`contact`]: when this node last had contact with the servers.
 
 pub mod bootstrap;
+pub mod cloud_events;
 pub mod contact;
 pub mod dispatch;
+pub mod event_sink;
 pub mod metrics;
 pub mod node;
 pub mod noop;
 pub mod plane;
 pub mod pressure;
+pub mod sla_metrics;
 pub mod state;
 pub mod timings;
+pub mod transport_metrics;
 pub mod work;
 
 pub use plane::{ControlPlane, ControlSettings, NodeSpecFn};

@@ -19,6 +19,9 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 
+/// How often the runtime adapters are probed for `daros_adapter_up`.
+const ADAPTER_PROBE: Duration = Duration::from_secs(5);
+
 use crate::api::{self, AppState};
 use crate::caps;
 use crate::cgroup::{AnyBackend, CgroupBackend, CgroupLayout, CgroupPath, ManagedRoot};
@@ -349,6 +352,19 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     qos_metrics.push(Box::new(crate::net::metrics::NetCollector::new(
         Arc::clone(&datapath),
     )));
+    let adapter_probe = runtime.as_ref().map(|e| {
+        qos_metrics.push(Box::new(crate::runtime::adapter_metrics::AdapterCollector(
+            e.adapters().stats(),
+        )));
+        tokio::spawn(crate::runtime::adapter_metrics::probe_loop(
+            Arc::downgrade(e),
+            ADAPTER_PROBE,
+        ))
+    });
+    let event_sinks = control
+        .as_ref()
+        .map(|plane| start_event_sinks(&cfg, plane, &mut qos_metrics))
+        .unwrap_or_default();
     let control_metrics = control.as_ref().map(|plane| {
         let m = Arc::new(crate::control::metrics::ControlMetrics::default());
         qos_metrics.push(Box::new(crate::control::metrics::ControlCollector(
@@ -386,7 +402,11 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     notify::stopping();
     let _ = stop_tx.send(true);
     watchdog.abort();
-    if let Some(t) = &control_metrics {
+    for t in control_metrics
+        .iter()
+        .chain(adapter_probe.iter())
+        .chain(event_sinks.iter())
+    {
         t.abort();
     }
     let grace = Duration::from_secs(5);
@@ -424,4 +444,42 @@ async fn wait_for_signal() -> Result<(), DaemonError> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+/// Starts the configured events sinks (`[metrics] events_file`,
+/// `events_url`) and registers their counters.
+fn start_event_sinks(
+    cfg: &Config,
+    plane: &Arc<crate::control::ControlPlane>,
+    collectors: &mut Vec<Box<dyn prometheus_client::collector::Collector>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use crate::control::event_sink::{HttpSink, Sink, SinkCollector, SinkStats};
+    let mut sinks = Vec::new();
+    if let Some(f) = &cfg.metrics.events_file {
+        sinks.push(Sink::File(f.clone()));
+    }
+    if let Some(u) = &cfg.metrics.events_url {
+        match HttpSink::new(u) {
+            Ok(h) => sinks.push(Sink::Http(h)),
+            Err(e) => warn!(error = %e, "metrics.events_url: events are not shipped"),
+        }
+    }
+    if sinks.is_empty() {
+        return Vec::new();
+    }
+    let stats = Arc::new(SinkStats::default());
+    collectors.push(Box::new(SinkCollector(
+        Arc::clone(&stats),
+        sinks.iter().map(Sink::name).collect(),
+    )));
+    sinks
+        .into_iter()
+        .map(|s| {
+            tokio::spawn(crate::control::event_sink::run(
+                Arc::clone(plane),
+                s,
+                Arc::clone(&stats),
+            ))
+        })
+        .collect()
 }
