@@ -444,7 +444,7 @@ fn exported_families() -> std::collections::BTreeSet<String> {
                 for part in text.split("\"daros_").skip(1) {
                     let name: String = part
                         .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
                         .collect();
                     if part[name.len()..].starts_with('"') {
                         out.insert(format!("daros_{name}"));
@@ -534,4 +534,36 @@ fn the_dashboard_queries_what_darosd_exports() {
             String::from_utf8_lossy(&out.stderr)
         ),
     }
+}
+
+/// docs/observability.md lists every family darosd can export (under its
+/// name or with `_total`), and names none it cannot.
+#[test]
+fn every_exported_family_is_documented() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/observability.md"
+    ))
+    .unwrap();
+    let exported = exported_families();
+    let missing: Vec<&String> = exported
+        .iter()
+        .filter(|f| !doc.contains(&format!("`{f}`")) && !doc.contains(&format!("`{f}_total`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/observability.md: {missing:?}"
+    );
+    let mut unknown = Vec::new();
+    for row in doc.lines().filter(|l| l.starts_with("| `daros_")) {
+        let name = row[3..].split('`').next().unwrap_or_default();
+        let base = name.strip_suffix("_total").unwrap_or(name);
+        if !exported.contains(base) {
+            unknown.push(name.to_string());
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "documented but not exported: {unknown:?}"
+    );
 }

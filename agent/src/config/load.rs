@@ -481,4 +481,60 @@ mod tests {
         let (_d, o) = with_file(text);
         load(&o).unwrap();
     }
+
+    /// The example promises every key: each key of the defaults and the
+    /// optional ones are named in it (set, or shown commented out), and its
+    /// commented-out examples (`# key = value`) are valid values too (but
+    /// `<placeholders>`).
+    #[test]
+    fn example_file_names_every_key() {
+        let text = include_str!("../../../examples/agent.toml");
+        let mut named = std::collections::BTreeSet::new();
+        let mut section = String::new();
+        let mut uncommented = String::new();
+        for l in text.lines() {
+            let t = l.trim_start_matches("# ");
+            if let Some(name) = t.strip_prefix('[') {
+                section = name.split(']').next().unwrap_or_default().to_string();
+                // `[mesh.labels]` names the key `labels` of `[mesh]`.
+                named.insert(section.clone());
+            }
+            let key = t
+                .split_once(" =")
+                .map(|(k, _)| k)
+                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            if let Some(k) = key {
+                named.insert(format!("{section}.{k}"));
+            }
+            let example = l.starts_with("# ") && key.is_some() && !t.contains('<');
+            uncommented.push_str(if example { t } else { l });
+            uncommented.push('\n');
+        }
+        let (_d, o) = with_file(&uncommented);
+        let loaded = load(&o).unwrap();
+        let mut keys = Vec::new();
+        for v in [
+            toml::Value::try_from(Config::default()).unwrap(),
+            toml::Value::try_from(&loaded).unwrap(),
+        ] {
+            for (section, table) in v.as_table().unwrap() {
+                for key in table.as_table().unwrap().keys() {
+                    keys.push(format!("{section}.{key}"));
+                }
+            }
+        }
+        keys.extend(
+            [
+                "qos.io_read_capacity",
+                "net.egress_capacity",
+                "mesh.join_token",
+                "metrics.events_url",
+                "runtime.kubeconfig",
+            ]
+            .map(String::from),
+        );
+        for k in keys {
+            assert!(named.contains(&k), "examples/agent.toml does not name {k}");
+        }
+    }
 }
