@@ -1,6 +1,7 @@
 //! The cost of the control-plane metrics (issue 16) with `DAROS_BENCH_APPS`
 //! (default 1,000) applications of two workloads each over 20 tenants and 50
-//! nodes: the coordinator's view (`Coordinator::metrics`, what the leader's
+//! nodes, every one declaring an availability SLA (the worst case: two series
+//! per application): the coordinator's view (`Coordinator::metrics`, what the leader's
 //! refresh task computes every second) and a scrape's encoding of it
 //! (`ControlCollector` through the agent's registry), median of 50 each, with
 //! the page size. The agent's CPU for the refresh is the view's time per
@@ -50,7 +51,7 @@ fn main() {
     for i in 0..apps {
         yaml.push_str(&format!(
             "apiVersion: daros.io/v1\nkind: Application\nmetadata: {{name: a{i}, tenant: t{}}}\nspec:\n  \
-             workloads:\n    - {{name: web, runtime: {{type: process}}, resources: {{cpu: {{request: 100m}}}}}}\n    \
+             sla: {{availability: \"99.9%\"}}\n  workloads:\n    - {{name: web, runtime: {{type: process}}, resources: {{cpu: {{request: 100m}}}}}}\n    \
              - {{name: db, runtime: {{type: process}}, resources: {{cpu: {{request: 100m}}}}}}\n---\n",
             i % 20
         ));
