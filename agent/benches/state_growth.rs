@@ -26,6 +26,7 @@ fn stamped(at: u64, command: Command) -> Stamped {
     Stamped {
         at: Timestamp(at),
         leader_term: None,
+        actor: None,
         command: ControlCommand::Coordinator { command },
     }
 }

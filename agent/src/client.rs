@@ -71,6 +71,7 @@ pub enum ClientError {
 pub struct Client {
     socket: PathBuf,
     timeout: Duration,
+    token: Option<String>,
 }
 
 /// Percent-encodes a workload id for a path (keeps `/` and unreserved bytes).
@@ -113,7 +114,20 @@ impl Client {
         Client {
             socket: socket.into(),
             timeout: Duration::from_secs(10),
+            token: None,
         }
+    }
+
+    /// Presents `token` (`daros-tk.<id>.<secret>`) with every request.
+    #[must_use]
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// The `Authorization` header value, when a token is set.
+    pub fn authorization(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
     }
 
     /// The socket path.
@@ -214,6 +228,9 @@ impl Client {
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, "darosd");
+        if let Some(a) = self.authorization() {
+            req = req.header(hyper::header::AUTHORIZATION, a);
+        }
         if body.is_some() {
             req = req.header(hyper::header::CONTENT_TYPE, "application/json");
         }

@@ -398,16 +398,55 @@ fn a_client_agent_registers_reads_and_writes_through_the_servers() {
             .any(|n| n["node"]["name"] == "s4")
             .then_some(())
     });
+    // A client node speaks for itself only: its root is node:s4 over the
+    // mesh, which holds no role — the write is refused (403) and audited.
     let out = apply_no_start(&hs[3], SHOP);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("forbidden: node:s4") && err.contains("(HTTP 403)"),
+        "{out:?}"
+    );
+    // With a token a Platform Admin issued (checked against its replicated
+    // hash), the same write goes through the client.
+    let bound = hs[0].ctl(&[
+        "access",
+        "bind",
+        "deployer",
+        "--principal",
+        "user:deployer",
+        "--role",
+        "PlatformAdmin",
+    ]);
+    assert!(bound.status.success(), "{bound:?}");
+    let issued = hs[0]
+        .json(&["access", "token", "issue", "--principal", "user:deployer"])
+        .unwrap();
+    let token = issued["token"].as_str().unwrap().to_string();
+    let out = hs[3].ctl(&["--token", &token, "apply", "--no-start", "-f", SHOP]);
     assert!(out.status.success(), "{out:?}\n{}", hs[3].log());
-    let apps = hs[3].json(&["get", "apps"]).unwrap_or_else(|| {
-        panic!(
-            "get apps through the client: {:?}\n{}",
-            hs[3].ctl(&["-o", "json", "get", "apps"]),
-            hs[3].log()
-        )
-    });
+    let apps = hs[3]
+        .json(&["--token", &token, "get", "apps"])
+        .unwrap_or_else(|| panic!("get apps through the client\n{}", hs[3].log()));
     assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+    // Without it, the client's root cannot stop another tenant's application.
+    let out = hs[3].ctl(&["operate", "shop-team/shop", "stop"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(HTTP 403)"),
+        "{out:?}"
+    );
+    let d = hs[0].json(&["describe", "app", "shop-team/shop"]).unwrap();
+    assert_eq!(d["phase"], "Admitted", "untouched: {d}");
+    let audit = hs[0].json(&["audit"]).unwrap();
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["principal"] == "node:s4"
+                && r["verb"] == "Operate.stop"
+                && r["outcome"]["result"] == "forbidden"),
+        "{audit}"
+    );
     let st = hs[3].json(&["cluster", "status"]).unwrap();
     assert_eq!(st["role"], "client", "{st}");
     assert!(st["status"]["leader"].is_string(), "{st}");
@@ -848,4 +887,88 @@ fn transport_metrics(h: &mesh_hosts::Host) {
         let b = h.metrics()?;
         (refused(&b, "auth") > auth0 && refused(&b, "malformed") > malformed0).then_some(())
     });
+}
+
+/// The audit trail across a leader kill (issue 15): changes made before the
+/// kill (through the old leader) and after it (through a survivor), and a
+/// forbidden attempt, are each in the trail exactly once on every server —
+/// the killed one too once it is back — each with its own raft index.
+#[test]
+fn every_audited_change_is_on_every_server_once_after_a_leader_kill() {
+    let (_net, _dir, mut hs) = form();
+    let seed = format!("{}:7000", hs[0].ip);
+    let bind = |h: &mesh_hosts::Host, name: &str| {
+        let out = h.ctl(&[
+            "access",
+            "bind",
+            name,
+            "--principal",
+            &format!("user:{name}"),
+            "--role",
+            "Viewer",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    };
+    let leader = leader_of(&hs[0]).unwrap();
+    let li = hs.iter().position(|h| h.name == leader).unwrap();
+    for n in ["before-1", "before-2"] {
+        bind(&hs[li], n);
+    }
+    hs[li].kill9();
+    let survivor = (0..3).find(|&i| i != li).unwrap();
+    wait_for("a new leader", Duration::from_secs(30), || {
+        let l = leader_of(&hs[survivor])?;
+        (l != leader).then_some(())
+    });
+    for n in ["after-1", "after-2"] {
+        bind(&hs[survivor], n);
+    }
+    // Forbidden: a token nobody issued.
+    let out = hs[survivor].ctl(&["--token", "daros-tk.abc123.00", "cordon", "s1"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(HTTP 403)"),
+        "{out:?}"
+    );
+    hs[li].start(&seed, None);
+    for h in &hs {
+        let records = wait_for(
+            &format!("{}'s trail", h.name),
+            Duration::from_secs(30),
+            || {
+                let a = h.json(&["audit"])?;
+                let r = a.as_array()?.clone();
+                (r.iter().filter(|r| r["verb"] == "Bind").count() >= 4
+                    && r.iter().any(|r| r["outcome"]["result"] == "forbidden"))
+                .then_some(r)
+            },
+        );
+        for n in ["before-1", "before-2", "after-1", "after-2"] {
+            let hits = records
+                .iter()
+                .filter(|r| {
+                    r["verb"] == "Bind"
+                        && r["objects"][0]
+                            .as_str()
+                            .unwrap()
+                            .contains(&format!("RoleBinding {n} "))
+                })
+                .count();
+            assert_eq!(hits, 1, "{}: {n} once: {records:?}", h.name);
+        }
+        let indexes: std::collections::BTreeSet<u64> = records
+            .iter()
+            .map(|r| r["index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            indexes.len(),
+            records.len(),
+            "one raft entry each: {records:?}"
+        );
+        let forbidden: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["outcome"]["result"] == "forbidden")
+            .collect();
+        assert_eq!(forbidden.len(), 1, "{records:?}");
+        assert_eq!(forbidden[0]["principal"], "token:abc123");
+    }
 }

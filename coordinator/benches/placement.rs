@@ -258,6 +258,7 @@ fn run(batches: usize, start_apps: bool) -> Run {
                 decisions: all,
                 evaluations: all,
                 versions: all,
+                audit: all,
             },
         },
         Timestamp(0),

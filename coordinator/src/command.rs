@@ -176,6 +176,26 @@ pub enum Command {
         /// The limits.
         retention: crate::state::history::Retention,
     },
+    /// Binds a role to a principal (replaces a binding of that name).
+    Bind {
+        /// The binding.
+        binding: crate::access::RoleBinding,
+    },
+    /// Removes a role binding.
+    Unbind {
+        /// Its name.
+        name: String,
+    },
+    /// Records a bearer token (its secret's hash only).
+    IssueToken {
+        /// The token.
+        token: crate::access::ApiToken,
+    },
+    /// Revokes a bearer token (it stays listed, revoked).
+    RevokeToken {
+        /// Its id.
+        id: String,
+    },
     /// Optimistic concurrency (a pipeline's expected version, seed 000 §10.3):
     /// `then` runs only if application `app` is at `version` (its latest
     /// version number; 0: it does not exist), else nothing changes and the
@@ -211,6 +231,10 @@ impl Command {
             Command::NodeInventory { .. } => "NodeInventory",
             Command::Tick => "Tick",
             Command::SetRetention { .. } => "SetRetention",
+            Command::Bind { .. } => "Bind",
+            Command::Unbind { .. } => "Unbind",
+            Command::IssueToken { .. } => "IssueToken",
+            Command::RevokeToken { .. } => "RevokeToken",
             Command::Expect { then, .. } => then.name(),
         }
     }

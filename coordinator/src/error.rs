@@ -17,6 +17,10 @@ fn fields(errors: &[FieldError]) -> String {
 /// Why a command or query failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoordinatorError {
+    /// The caller may not do this (HTTP 403): who, what, which binding is
+    /// missing.
+    #[error(transparent)]
+    Forbidden(#[from] crate::access::Denied),
     /// A document is invalid.
     #[error("invalid {kind} {name}: {}", fields(.errors))]
     Invalid {
@@ -69,6 +73,9 @@ pub enum CoordinatorError {
     /// No such policy.
     #[error("no policy {0:?}")]
     UnknownPolicy(String),
+    /// No such role binding or token (`role binding x`, `token y`).
+    #[error("no {0}")]
+    NotFound(String),
     /// No such decision.
     #[error("no decision {0}")]
     UnknownDecision(DecisionId),

@@ -10,6 +10,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Who may do what: principals, roles, bindings, tokens.
+pub mod access;
 /// Admission control: validity, quota, global filters.
 pub mod admission;
 /// Tenant fair share, priority, preemption, gang placement.

@@ -23,6 +23,7 @@ const SMALL: Retention = Retention {
     decisions: 100,
     evaluations: 100,
     versions: 3,
+    audit: 1_000,
 };
 
 #[test]

@@ -25,8 +25,8 @@ use crate::raft::{
     Committed, Consensus, ConsensusError, ConsensusStatus, RaftNode, ReplicatedState, ServerRole,
 };
 use crate::rpc::{
-    Access, ErrorCode, Registry, Request, RpcClient, RpcError, StreamHandler, Subscription, Target,
-    UnaryHandler,
+    Access, CallContext, ErrorCode, Registry, Request, RpcClient, RpcError, StreamHandler,
+    Subscription, Target, UnaryHandler,
 };
 use crate::tls::{self, TlsError};
 
@@ -453,24 +453,34 @@ fn register_builtin<S: ReplicatedState>(inner: &Arc<Inner<S>>, ca: Option<Arc<Cl
     }
 
     let g = get.clone();
-    reg.unary(PROPOSE, Access::Member, move |_ctx, body: Value| {
-        let g = g.clone();
-        async move {
-            let h = g()?;
-            let raft = h
-                .inner
-                .raft
-                .as_ref()
-                .ok_or_else(|| consensus_rpc_error(ConsensusError::NotServer))?;
-            let cmd: S::Command = serde_json::from_value(body)
-                .map_err(|e| RpcError::bad_request(format!("command: {e}")))?;
-            let c = h
-                .propose_local(raft, cmd)
-                .await
-                .map_err(consensus_rpc_error)?;
-            to_value(&c)
-        }
-    });
+    reg.unary(
+        PROPOSE,
+        Access::Member,
+        move |ctx: CallContext, body: Value| {
+            let g = g.clone();
+            async move {
+                let h = g()?;
+                let raft = h
+                    .inner
+                    .raft
+                    .as_ref()
+                    .ok_or_else(|| consensus_rpc_error(ConsensusError::NotServer))?;
+                let cmd: S::Command = serde_json::from_value(body)
+                    .map_err(|e| RpcError::bad_request(format!("command: {e}")))?;
+                let peer = ctx
+                    .peer
+                    .as_ref()
+                    .ok_or_else(|| RpcError::new(ErrorCode::Unauthenticated, "no certificate"))?;
+                let cmd = S::admit_command(cmd, peer)
+                    .map_err(|e| RpcError::new(ErrorCode::Forbidden, e))?;
+                let c = h
+                    .propose_local(raft, cmd)
+                    .await
+                    .map_err(consensus_rpc_error)?;
+                to_value(&c)
+            }
+        },
+    );
 
     let g = get.clone();
     reg.unary(READ_INDEX, Access::Server, move |_ctx, _body| {
@@ -488,23 +498,33 @@ fn register_builtin<S: ReplicatedState>(inner: &Arc<Inner<S>>, ca: Option<Arc<Cl
     });
 
     let g = get.clone();
-    reg.unary(QUERY, Access::Member, move |_ctx, body: Value| {
-        let g = g.clone();
-        async move {
-            let h = g()?;
-            let q: S::Query = serde_json::from_value(body)
-                .map_err(|e| RpcError::bad_request(format!("query: {e}")))?;
-            if h.inner.raft.is_none() {
-                return Err(consensus_rpc_error(ConsensusError::NotServer));
+    reg.unary(
+        QUERY,
+        Access::Member,
+        move |ctx: CallContext, body: Value| {
+            let g = g.clone();
+            async move {
+                let h = g()?;
+                let q: S::Query = serde_json::from_value(body)
+                    .map_err(|e| RpcError::bad_request(format!("query: {e}")))?;
+                let peer = ctx
+                    .peer
+                    .as_ref()
+                    .ok_or_else(|| RpcError::new(ErrorCode::Unauthenticated, "no certificate"))?;
+                let q =
+                    S::admit_query(q, peer).map_err(|e| RpcError::new(ErrorCode::Forbidden, e))?;
+                if h.inner.raft.is_none() {
+                    return Err(consensus_rpc_error(ConsensusError::NotServer));
+                }
+                let r = h.read(q).await.map_err(|e| match e {
+                    MeshError::Consensus(c) => consensus_rpc_error(c),
+                    MeshError::Rpc(r) => r,
+                    other => RpcError::new(ErrorCode::Unavailable, other.to_string()),
+                })?;
+                to_value(&r)
             }
-            let r = h.read(q).await.map_err(|e| match e {
-                MeshError::Consensus(c) => consensus_rpc_error(c),
-                MeshError::Rpc(r) => r,
-                other => RpcError::new(ErrorCode::Unavailable, other.to_string()),
-            })?;
-            to_value(&r)
-        }
-    });
+        },
+    );
 
     let g = get.clone();
     reg.unary(STATUS, Access::Member, move |_ctx, _body| {

@@ -3,6 +3,7 @@
 //! one back) and resource pools (with their nodes), and delete them
 //! (refused while in use: 409).
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::Method;
@@ -29,6 +30,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/tenants",
+            access: RouteAccess::State,
             summary: "Tenants with their quota and what their applications hold",
             params: &[],
             response: any,
@@ -38,6 +40,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/tenants/{name}",
+            access: RouteAccess::State,
             summary: "Delete a tenant (409 while it has applications)",
             params: NAME,
             response: any,
@@ -47,6 +50,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/policies",
+            access: RouteAccess::State,
             summary: "Policies (global, pool and tenant scope)",
             params: &[],
             response: any,
@@ -56,6 +60,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/policies/{name}",
+            access: RouteAccess::State,
             summary: "One policy: what is in force and its versions (deletion included)",
             params: NAME,
             response: any,
@@ -65,6 +70,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/policies/{name}/rollback",
+            access: RouteAccess::State,
             summary: "Write an earlier version of a policy again, as its next version: {\"version\": N} (checked like any write)",
             params: NAME,
             response: any,
@@ -74,6 +80,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/policies/{name}",
+            access: RouteAccess::State,
             summary: "Delete a policy",
             params: NAME,
             response: any,
@@ -83,6 +90,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/pools",
+            access: RouteAccess::State,
             summary: "Resource pools with their nodes and the capacity of those taking work",
             params: &[],
             response: any,
@@ -92,6 +100,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/pools/{name}",
+            access: RouteAccess::State,
             summary: "Delete a resource pool (409 while in use)",
             params: NAME,
             response: any,

@@ -2,6 +2,7 @@
 //! explain, what-if, delete, operations, rollback. Writes go through raft
 //! (forwarded to the leader); reads are linearizable.
 
+use super::access::RouteAccess;
 use std::sync::Arc;
 
 use axum::Json;
@@ -116,6 +117,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/apps",
+            access: RouteAccess::State,
             summary: "Apply documents (YAML or JSON body: Tenant, Policy, ResourcePool, Node, Application)",
             params: &[
                 Param {
@@ -134,6 +136,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/apps",
+            access: RouteAccess::State,
             summary: "Every application with its phase, version and ready instances",
             params: &[],
             response: any,
@@ -143,6 +146,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/apps/{tenant}/{name}",
+            access: RouteAccess::State,
             summary: "Describe an application: phase, events, versions, instances with node and state",
             params: APP_PARAMS,
             response: any,
@@ -152,6 +156,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/apps/{tenant}/{name}",
+            access: RouteAccess::State,
             summary: "Delete an application (its instances are stopped)",
             params: APP_CHANGE_PARAMS,
             response: any,
@@ -161,6 +166,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/apps/{tenant}/{name}/explain",
+            access: RouteAccess::State,
             summary: "Explain the latest decision of an application (or ?decision=N)",
             params: APP_PARAMS,
             response: any,
@@ -170,6 +176,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/operations",
+            access: RouteAccess::State,
             summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"abort\"|\"scale\",...}",
             params: APP_CHANGE_PARAMS,
             response: any,
@@ -179,6 +186,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/rollback",
+            access: RouteAccess::State,
             summary: "Apply an earlier version's spec as a new version: {\"version\": N}",
             params: APP_CHANGE_PARAMS,
             response: any,
@@ -188,6 +196,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/whatif",
+            access: RouteAccess::State,
             summary: "Predict applying documents (YAML or JSON body); changes nothing",
             params: &[],
             response: any,
@@ -212,6 +221,7 @@ impl From<ControlError> for ApiError {
                 FailureKind::Invalid => StatusCode::BAD_REQUEST,
                 FailureKind::NotFound => StatusCode::NOT_FOUND,
                 FailureKind::Conflict => StatusCode::CONFLICT,
+                FailureKind::Forbidden => StatusCode::FORBIDDEN,
             },
             ControlError::Forbidden(_) => StatusCode::FORBIDDEN,
             ControlError::OutcomeUnknown(_) => StatusCode::GATEWAY_TIMEOUT,

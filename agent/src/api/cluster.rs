@@ -1,10 +1,12 @@
 //! `/v1/cluster`: raft status (leader, term, commit index, server health), join
 //! tokens, and adding or removing server agents.
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, post, put};
+use daros_coordinator::access::Permission;
 use daros_gossip::NodeId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -45,6 +47,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/cluster",
+            access: RouteAccess::Node(Permission::Read),
             summary: "Cluster status: leader, term, commit index, health of the servers",
             params: &[],
             response: |g| g.subschema_for::<Value>(),
@@ -54,6 +57,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/cluster/init",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "The cluster's join tokens (server agents; the cluster is created on first start)",
             params: &[],
             response: |g| g.subschema_for::<Value>(),
@@ -63,6 +67,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/cluster/join",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Joining is done at start: darosd --join TOKEN --server ADDR on an empty data dir",
             params: &[],
             response: |g| g.subschema_for::<Value>(),
@@ -72,6 +77,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/cluster/servers",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Add a server agent to the raft voters: {\"node\": ID, \"rpc_addr\": optional}",
             params: &[],
             response: |g| g.subschema_for::<Value>(),
@@ -81,6 +87,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/cluster/servers/{node}",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Remove a server agent from the raft voters",
             params: &[Param {
                 name: "node",
@@ -96,6 +103,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::PUT,
             path: "/v1/cluster/retention",
+            access: RouteAccess::State,
             summary: "How much history the coordinator keeps: {events, decisions, evaluations, versions} (fields left out take their defaults)",
             params: &[],
             response: |g| g.subschema_for::<Value>(),

@@ -5,6 +5,7 @@
 //! committed, so that any log pipeline can ship them. A consumer resumes from
 //! the last `sequence` of each kind it saw.
 
+use super::access::RouteAccess;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{Method, header};
@@ -51,6 +52,7 @@ pub fn routes() -> Vec<ApiRoute> {
     vec![ApiRoute {
         method: Method::GET,
         path: "/v1/events",
+        access: RouteAccess::State,
         summary: "Lifecycle events and decisions as CloudEvents 1.0 JSON (io.daros.lifecycle.v1, io.daros.decision.v1); follow=true streams NDJSON",
         params: PARAMS,
         response: any,
@@ -117,29 +119,38 @@ async fn serve(s: AppState, q: Option<&str>) -> Result<Response, ApiError> {
     if !c.follow {
         return Ok(axum::Json(items).into_response());
     }
-    let stream = futures::stream::unfold((s, c, Some(items)), |(s, mut c, pending)| async move {
-        let items = match pending {
-            Some(items) => items,
-            None => loop {
-                tokio::time::sleep(POLL).await;
-                // A failed read (no leader for a moment) is retried.
-                if let Ok(f) = page(&s, c).await {
-                    let items = cloud_events(&f, &mut c.at);
-                    if !items.is_empty() {
-                        break items;
+    // The stream outlives the request's task: it reads as the same caller.
+    let who = crate::control::plane::caller();
+    let stream = futures::stream::unfold((s, c, Some(items)), move |(s, mut c, pending)| {
+        let who = who.clone();
+        async move {
+            let items = match pending {
+                Some(items) => items,
+                None => loop {
+                    tokio::time::sleep(POLL).await;
+                    let read = match &who {
+                        Some(a) => crate::control::plane::with_caller(a.clone(), page(&s, c)).await,
+                        None => page(&s, c).await,
+                    };
+                    // A failed read (no leader for a moment) is retried.
+                    if let Ok(f) = read {
+                        let items = cloud_events(&f, &mut c.at);
+                        if !items.is_empty() {
+                            break items;
+                        }
                     }
-                }
-            },
-        };
-        let mut buf = Vec::new();
-        for i in &items {
-            buf.extend(serde_json::to_vec(i).unwrap_or_default());
-            buf.push(b'\n');
+                },
+            };
+            let mut buf = Vec::new();
+            for i in &items {
+                buf.extend(serde_json::to_vec(i).unwrap_or_default());
+                buf.push(b'\n');
+            }
+            Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from(buf)),
+                (s, c, None),
+            ))
         }
-        Some((
-            Ok::<_, std::io::Error>(bytes::Bytes::from(buf)),
-            (s, c, None),
-        ))
     });
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],

@@ -1,5 +1,6 @@
 //! `/healthz`: is the agent sampling?
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
@@ -25,6 +26,7 @@ pub fn routes() -> Vec<ApiRoute> {
     vec![ApiRoute {
         method: Method::GET,
         path: "/healthz",
+        access: RouteAccess::Open,
         summary: "Liveness: 200 while sampling runs, 503 when the last sample is older than three intervals",
         params: &[],
         response: |g| g.subschema_for::<Health>(),

@@ -5,6 +5,7 @@
 //! `follow` the answer is a JSON array; with it, newline-delimited JSON streamed
 //! (chunked) until the client goes away or the instances are removed.
 
+use super::access::RouteAccess;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{Method, StatusCode, header};
@@ -75,6 +76,7 @@ pub fn routes() -> Vec<ApiRoute> {
     vec![ApiRoute {
         method: Method::GET,
         path: "/v1/logs/{*id}",
+        access: RouteAccess::Logs,
         summary: "Logs of an instance, init job or workload's replicas (also GET /v1/workloads/{id}/logs); follow=true streams NDJSON",
         params: PARAMS,
         response: |g| g.subschema_for::<Vec<LogLineDoc>>(),

@@ -1,9 +1,11 @@
 //! `/v1/members`: the mesh members as gossip sees them.
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::State;
 use axum::http::Method;
 use axum::routing::get;
+use daros_coordinator::access::Permission;
 use serde_json::Value;
 
 use super::apps::plane;
@@ -15,6 +17,7 @@ pub fn routes() -> Vec<ApiRoute> {
     vec![ApiRoute {
         method: Method::GET,
         path: "/v1/members",
+        access: RouteAccess::Node(Permission::Read),
         summary: "Mesh members: node id, role, addresses, liveness, capacity, version",
         params: &[],
         response: |g| g.subschema_for::<Value>(),

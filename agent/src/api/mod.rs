@@ -2,8 +2,10 @@
 //! contributes [`ApiRoute`]s, from which both the router and the OpenAPI
 //! document are built, so the document cannot drift from the routes.
 
+pub mod access;
 pub mod admin;
 pub mod apps;
+pub mod audit;
 pub mod caps;
 pub mod cluster;
 pub mod error;
@@ -73,6 +75,8 @@ pub struct ApiRoute {
     pub method: Method,
     /// Path in axum syntax (`/v1/workloads/{*id}`).
     pub path: &'static str,
+    /// Who may call it.
+    pub access: access::RouteAccess,
     /// One-line summary.
     pub summary: &'static str,
     /// Parameters.
@@ -93,6 +97,7 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(workloads::routes());
     r.extend(logs::routes());
     r.extend(caps::routes());
+    r.extend(audit::routes());
     r.extend(qos::routes());
     r.extend(net::routes());
     r.extend(apps::routes());
@@ -112,7 +117,10 @@ pub fn router(state: AppState, body_timeout: Duration) -> Router {
     let doc = Arc::new(openapi::document(&routes));
     let mut app: Router<AppState> = Router::new();
     for route in routes {
-        app = app.route(route.path, route.handler);
+        // Every route goes through the access check of its class.
+        let guard =
+            axum::middleware::from_fn_with_state((state.clone(), route.access), access::guard);
+        app = app.route(route.path, route.handler.route_layer(guard));
     }
     app.fallback(error::unknown_route)
         .method_not_allowed_fallback(error::method_not_allowed)

@@ -1,9 +1,11 @@
 //! `/v1/net`: the eBPF datapath and what it does for each workload.
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::get;
+use daros_coordinator::access::Permission;
 
 use super::error::ApiError;
 use super::{ApiRoute, AppState};
@@ -14,6 +16,7 @@ pub fn routes() -> Vec<ApiRoute> {
     vec![ApiRoute {
         method: Method::GET,
         path: "/v1/net",
+        access: RouteAccess::Node(Permission::Read),
         summary: "eBPF datapath: parts available (or why not), counted workloads with caps and floors, floor loop, events",
         params: &[],
         response: |g| g.subschema_for::<NetStatus>(),

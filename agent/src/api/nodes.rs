@@ -2,6 +2,7 @@
 //! their agents measured them and operators declared them), cordon,
 //! uncordon and drain them, and delete one that is gone.
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -21,6 +22,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/nodes",
+            access: RouteAccess::State,
             summary: "Nodes of the cluster: what placement sees, what each agent measured, whether it registered (capacity, runtimes, labels, schedulable)",
             params: &[],
             response: any,
@@ -30,6 +32,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/nodes/{name}",
+            access: RouteAccess::State,
             summary: "Delete a node that is gone: declared and never registered, or Down with nothing placed on it (409 otherwise)",
             params: NODE,
             response: any,
@@ -39,6 +42,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/nodes/{name}/cordon",
+            access: RouteAccess::State,
             summary: "Cordon a node: it takes no new work; what runs there stays (kept across its agent's restarts)",
             params: NODE,
             response: any,
@@ -48,6 +52,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/nodes/{name}/drain",
+            access: RouteAccess::State,
             summary: "Drain a node: cordon it and move its instances elsewhere, each workload within its rollout budget (maxUnavailable / maxSurge); bound ones (disconnect.replace false) stay. Progress in GET /v1/nodes (drain); uncordon ends it",
             params: NODE,
             response: any,
@@ -57,6 +62,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/nodes/{name}/whatif",
+            access: RouteAccess::State,
             summary: "Predict a node's loss (silent past every lostAfter) or its drain: what would move where, what would not and why; changes nothing",
             params: WHATIF,
             response: any,
@@ -66,6 +72,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/nodes/{name}/uncordon",
+            access: RouteAccess::State,
             summary: "Uncordon a node: it takes new work again (ends a drain)",
             params: NODE,
             response: any,

@@ -1,6 +1,7 @@
 //! The OpenAPI 3.0 document, generated from the route table and the schemas
 //! of the response types.
 
+use super::access::RouteAccess;
 use std::sync::Arc;
 
 use axum::Extension;
@@ -18,6 +19,7 @@ pub fn route() -> ApiRoute {
     ApiRoute {
         method: Method::GET,
         path: "/v1/openapi.json",
+        access: RouteAccess::Open,
         summary: "This OpenAPI document",
         params: &[],
         response: |_| schemars::json_schema!({ "type": "object" }),

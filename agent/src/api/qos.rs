@@ -2,6 +2,8 @@
 //! the protection loop and its events; `PUT`/`DELETE` a workload's class and
 //! `POST /v1/qos/adopt` to put a process under a class.
 
+use super::access::RouteAccess;
+use daros_coordinator::access::Permission;
 use std::sync::Arc;
 
 use axum::Json;
@@ -33,6 +35,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/qos",
+            access: RouteAccess::Node(Permission::Read),
             summary: "Workloads under a QoS class with every knob (requested, applied, enforced or degraded with the reason), the admission account and the protection loop",
             params: &[],
             response: |g| g.subschema_for::<QosOverview>(),
@@ -42,6 +45,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/qos/events",
+            access: RouteAccess::Node(Permission::Read),
             summary: "Protection loop events (holds, releases, floors restored with the reaction time), oldest first",
             params: &[],
             response: |g| g.subschema_for::<EventList>(),
@@ -51,6 +55,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::POST,
             path: "/v1/qos/adopt",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Create managed/<name>, put it under a class and move processes into it. Body: {\"name\", \"pids\": [..], \"class\", \"profile\"}",
             params: &[],
             response: |g| g.subschema_for::<WorkloadQos>(),
@@ -60,6 +65,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/qos/workloads/{*id}",
+            access: RouteAccess::Node(Permission::Read),
             summary: "One workload's class, profile and knobs",
             params: &[ID],
             response: |g| g.subschema_for::<WorkloadQos>(),
@@ -69,6 +75,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::PUT,
             path: "/v1/qos/workloads/{*id}",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Put a workload under a class. Body: {\"class\": \"GuaranteedPro\", \"profile\": {\"cpu\": {\"reservation\": \"1\"}, ...}}; a refused floor is a 409 with the numbers",
             params: &[ID],
             response: |g| g.subschema_for::<WorkloadQos>(),
@@ -78,6 +85,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::DELETE,
             path: "/v1/qos/workloads/{*id}",
+            access: RouteAccess::Node(Permission::PlatformAdmin),
             summary: "Remove the class: a discovered cgroup gets its original values back and is observed only again; a managed one gets the defaults",
             params: &[ID],
             response: |g| g.subschema_for::<UnsetReport>(),

@@ -1,10 +1,12 @@
 //! `/v1/workloads` and `/v1/workloads/{id}`.
 
+use super::access::RouteAccess;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::Method;
 use axum::routing::get;
+use daros_coordinator::access::Permission;
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -25,6 +27,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/workloads",
+            access: RouteAccess::Node(Permission::Read),
             summary: "All sampled workloads, sorted by id",
             params: &[Param {
                 name: "kind",
@@ -40,6 +43,7 @@ pub fn routes() -> Vec<ApiRoute> {
         ApiRoute {
             method: Method::GET,
             path: "/v1/workloads/{*id}",
+            access: RouteAccess::Node(Permission::Read),
             summary: "One workload by id (ids contain '/', e.g. managed/web)",
             params: &[Param {
                 name: "id",

@@ -60,6 +60,9 @@ pub enum ClusterCmd {
         /// Versions per application (default 50; versions in use are kept).
         #[arg(long)]
         versions: Option<usize>,
+        /// Audit records (default 100000; what goes is announced by a record).
+        #[arg(long)]
+        audit: Option<usize>,
     },
 }
 
@@ -115,6 +118,7 @@ pub async fn run(
             decisions,
             evaluations,
             versions,
+            audit,
         } => {
             let mut body = serde_json::Map::new();
             for (k, v) in [
@@ -122,6 +126,7 @@ pub async fn run(
                 ("decisions", decisions),
                 ("evaluations", evaluations),
                 ("versions", versions),
+                ("audit", audit),
             ] {
                 if let Some(v) = v {
                     body.insert(k.into(), json!(v));

@@ -123,10 +123,11 @@ async fn follow(
         .await
         .map_err(|e| http(path, e))?;
     tokio::spawn(conn);
-    let req = Request::get(path)
-        .header(hyper::header::HOST, "darosd")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| http(path, e))?;
+    let mut req = Request::get(path).header(hyper::header::HOST, "darosd");
+    if let Some(a) = client.authorization() {
+        req = req.header(hyper::header::AUTHORIZATION, a);
+    }
+    let req = req.body(Empty::<Bytes>::new()).map_err(|e| http(path, e))?;
     let resp = sender.send_request(req).await.map_err(|e| http(path, e))?;
     let status = resp.status();
     let mut body = resp.into_body();

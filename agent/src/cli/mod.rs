@@ -1,7 +1,9 @@
 //! `darosctl`: the command line for the local agent. One file per subcommand;
 //! every command supports `-o json` and `-o yaml`.
 
+pub mod access;
 pub mod apply;
+pub mod audit;
 pub mod caps;
 pub mod cluster;
 pub mod completions;
@@ -47,6 +49,16 @@ pub struct Cli {
     /// Output format.
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+    /// Bearer token (`daros-tk.<id>.<secret>`, from `darosctl access token
+    /// issue`) to act as its principal instead of the socket's uid.
+    #[arg(
+        long,
+        global = true,
+        env = "DAROS_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -99,6 +111,10 @@ pub enum Command {
     Members(members::MembersArgs),
     /// Cluster status, join tokens, raft servers.
     Cluster(cluster::ClusterArgs),
+    /// Who may do what: role bindings and bearer tokens.
+    Access(access::AccessArgs),
+    /// The audit trail (`audit report` for a summary per tenant).
+    Audit(audit::AuditArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
     /// Print the man page (or write all pages to a directory).
@@ -132,7 +148,7 @@ impl CliError {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
-    let client = Client::new(cli.socket.clone());
+    let client = Client::new(cli.socket.clone()).with_token(cli.token.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -159,6 +175,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Logs(a) => rt.block_on(logs::run(&client, cli.output, a, out)),
         Command::Members(a) => rt.block_on(members::run(&client, cli.output, a, out)),
         Command::Cluster(a) => rt.block_on(cluster::run(&client, cli.output, a, out)),
+        Command::Access(a) => rt.block_on(access::run(&client, cli.output, a, out)),
+        Command::Audit(a) => rt.block_on(audit::run(&client, cli.output, a, out)),
         Command::Completions(a) => completions::run(a, out),
         Command::Man(a) => man::run(a, out),
     }

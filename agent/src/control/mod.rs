@@ -10,6 +10,7 @@
 //! - [`noop`]: the executor used when none is wired.
 //! - [`contact`]: when this node last had contact with the servers.
 
+mod access;
 pub mod bootstrap;
 pub mod cloud_events;
 pub mod contact;

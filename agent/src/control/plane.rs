@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use daros_coordinator::access::Actor;
 use daros_coordinator::{Command, ExecutionNode, Outcome, Timestamp};
 use daros_gossip::mesh::{Mesh, MeshError, MeshHandle, WriteOutcome};
 use daros_gossip::raft::{ConsensusError, LogPosition};
@@ -58,6 +59,22 @@ impl std::fmt::Debug for ControlPlane {
             .field("node", &self.node)
             .finish()
     }
+}
+
+tokio::task_local! {
+    /// Who the API request being served is for.
+    static CALLER: Actor;
+}
+
+/// Runs `f` as `actor`'s request: the control plane's writes and reads in it
+/// carry the caller (checked and audited by the coordinator).
+pub async fn with_caller<F: std::future::Future>(actor: Actor, f: F) -> F::Output {
+    CALLER.scope(actor, f).await
+}
+
+/// The caller of the request being served, if any.
+pub fn caller() -> Option<Actor> {
+    CALLER.try_with(Clone::clone).ok()
 }
 
 /// Milliseconds since the epoch, the proposer's stamp.
@@ -181,9 +198,16 @@ impl ControlPlane {
 
     /// Writes a coordinator command through raft (forwarded to the leader),
     /// stamped with this node's clock.
+    /// Inside [`with_caller`] the write is the caller's: checked against
+    /// the role bindings and audited with the change.
     pub async fn write(&self, command: Command) -> Result<(Outcome, LogPosition), ControlError> {
-        self.write_raw(ControlCommand::Coordinator { command })
-            .await
+        self.write_stamped(Stamped {
+            at: now(),
+            leader_term: None,
+            actor: caller(),
+            command: ControlCommand::Coordinator { command },
+        })
+        .await
     }
 
     pub(super) async fn write_raw(
@@ -193,6 +217,7 @@ impl ControlPlane {
         self.write_stamped(Stamped {
             at: now(),
             leader_term: None,
+            actor: None,
             command,
         })
         .await
@@ -208,6 +233,7 @@ impl ControlPlane {
         self.write_stamped(Stamped {
             at: now(),
             leader_term: Some(term),
+            actor: None,
             command: ControlCommand::Coordinator { command },
         })
         .await
@@ -227,8 +253,17 @@ impl ControlPlane {
         &self.timings
     }
 
-    /// A linearizable read of the coordinator.
+    /// A linearizable read of the coordinator; inside [`with_caller`], what
+    /// the caller may read of it.
     pub async fn query(&self, q: ControlQuery) -> Result<Value, ControlError> {
+        let q = match caller() {
+            Some(actor) => ControlQuery::As {
+                actor,
+                now: now(),
+                read: Box::new(q),
+            },
+            None => q,
+        };
         self.mesh
             .read(q)
             .await

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use daros_coordinator::access::Actor;
 use daros_coordinator::spec::Document;
 use daros_coordinator::state::desired::{DesiredWork, RunStatus};
 use daros_coordinator::{AppKey, Command, CoordinatorError, DecisionId, Outcome, Timestamp};
@@ -56,6 +57,10 @@ pub struct Stamped {
     /// decision, forwarded to its successor, changes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_term: Option<u64>,
+    /// Who asked, for a caller's request (checked against the role bindings
+    /// and audited in the same entry); `None` for the agents' own writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
     /// The command.
     pub command: ControlCommand,
 }
@@ -70,6 +75,8 @@ pub enum FailureKind {
     NotFound,
     /// Refused in the current state (409).
     Conflict,
+    /// The caller may not do this (403).
+    Forbidden,
 }
 
 /// A refused command or query.
@@ -96,7 +103,9 @@ impl From<CoordinatorError> for Failure {
             | CoordinatorError::UnknownDecision(_)
             | CoordinatorError::UnknownVersion { .. }
             | CoordinatorError::VersionCompacted { .. }
-            | CoordinatorError::UnknownWorkload { .. } => FailureKind::NotFound,
+            | CoordinatorError::UnknownWorkload { .. }
+            | CoordinatorError::NotFound(_) => FailureKind::NotFound,
+            CoordinatorError::Forbidden(_) => FailureKind::Forbidden,
             _ => FailureKind::Conflict,
         };
         Failure {
@@ -169,6 +178,41 @@ pub enum ControlQuery {
         /// Policy name.
         name: String,
     },
+    /// The audit trail (Platform Admins: all of it; Tenant Admins: what
+    /// touched their tenants).
+    Audit {
+        /// Which records.
+        filter: daros_coordinator::state::audit::AuditFilter,
+    },
+    /// Role bindings and tokens (without hashes).
+    Access,
+    /// Whether the caller may do what `need` says (`what` names it in the
+    /// refusal): the check of routes that act on this node only.
+    Authorize {
+        /// What is needed.
+        need: daros_coordinator::access::Need,
+        /// The request, for the message.
+        what: String,
+    },
+    /// `query` asked by `actor` at `now`: checked and filtered to what the
+    /// caller may read.
+    As {
+        /// Who asks.
+        actor: Actor,
+        /// Reader's time (token expiry).
+        now: Timestamp,
+        /// The read.
+        read: Box<ControlQuery>,
+    },
+}
+
+/// Role bindings and tokens as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccessView {
+    /// Bindings.
+    pub bindings: Vec<daros_coordinator::access::RoleBinding>,
+    /// Tokens (Platform Admins only).
+    pub tokens: Vec<daros_coordinator::access::token::TokenView>,
 }
 
 /// A policy as described: what is in force and every recorded version.
@@ -308,8 +352,8 @@ impl CoordinatorState {
         self.coord.desired_work()
     }
 
-    fn run(&mut self, s: &Stamped) -> Result<Option<Outcome>, Failure> {
-        execute(&mut self.coord, s)
+    fn run(&mut self, s: &Stamped, index: u64) -> Result<Option<Outcome>, Failure> {
+        execute(&mut self.coord, s, index)
     }
 }
 
@@ -319,14 +363,24 @@ impl CoordinatorState {
 fn execute(
     coord: &mut daros_coordinator::Coordinator,
     s: &Stamped,
+    index: u64,
 ) -> Result<Option<Outcome>, Failure> {
-    match &s.command {
-        ControlCommand::Coordinator { command } => Ok(Some(coord.apply(command.clone(), s.at)?)),
-        ControlCommand::Report { report, .. } => match report_command(coord, report) {
+    match (&s.command, &s.actor) {
+        (ControlCommand::Coordinator { command }, Some(actor)) => {
+            Ok(Some(coord.apply_as(actor, index, command.clone(), s.at)?))
+        }
+        (_, Some(actor)) => Err(Failure {
+            kind: FailureKind::Forbidden,
+            message: format!("{actor}: only node agents report"),
+        }),
+        (ControlCommand::Coordinator { command }, None) => {
+            Ok(Some(coord.apply(command.clone(), s.at)?))
+        }
+        (ControlCommand::Report { report, .. }, None) => match report_command(coord, report) {
             Some(c) => Ok(Some(coord.apply(c, s.at)?)),
             None => Ok(None),
         },
-        ControlCommand::Inventory { node, reports } => {
+        (ControlCommand::Inventory { node, reports }, None) => {
             let mut out = Outcome::default();
             let mut changed = false;
             for r in reports {
@@ -399,7 +453,7 @@ fn report_command(c: &daros_coordinator::Coordinator, r: &NodeReport) -> Option<
 }
 
 impl CoordinatorState {
-    fn answer(&self, q: &ControlQuery) -> Result<Value, Failure> {
+    pub(super) fn answer(&self, q: &ControlQuery) -> Result<Value, Failure> {
         let c = &self.coord;
         let json = |v: Result<Value, serde_json::Error>| {
             v.map_err(|e| Failure {
@@ -446,6 +500,17 @@ impl CoordinatorState {
                 events: c.events_after(*after_event, *limit),
                 decisions: c.decisions_after(*after_decision, *limit),
             })),
+            ControlQuery::Audit { filter } => {
+                json(serde_json::to_value(c.audit_page(filter, None)))
+            }
+            ControlQuery::Access => {
+                let (bindings, tokens) = c.access_view();
+                json(serde_json::to_value(AccessView { bindings, tokens }))
+            }
+            ControlQuery::Authorize { .. } => Ok(Value::Null),
+            ControlQuery::As { actor, now, read } => {
+                super::access::answer_as(self, actor, *now, read)
+            }
             ControlQuery::Tenants => json(serde_json::to_value(
                 c.tenants()
                     .into_iter()
@@ -509,7 +574,7 @@ impl ReplicatedState for CoordinatorState {
             });
         }
         let started = std::time::Instant::now();
-        let r = self.run(&cmd);
+        let r = self.run(&cmd, at.index);
         let kind = match &cmd.command {
             ControlCommand::Coordinator { command } => command.name(),
             ControlCommand::Report { .. } => "Report",
@@ -527,6 +592,17 @@ impl ReplicatedState for CoordinatorState {
 
     fn query(&self, q: &ControlQuery) -> Self::QueryResponse {
         self.answer(q)
+    }
+
+    fn admit_command(cmd: Stamped, peer: &daros_gossip::PeerIdentity) -> Result<Stamped, String> {
+        super::access::admit_command(cmd, peer)
+    }
+
+    fn admit_query(
+        q: ControlQuery,
+        peer: &daros_gossip::PeerIdentity,
+    ) -> Result<ControlQuery, String> {
+        super::access::admit_query(q, peer)
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, StateError> {
@@ -569,7 +645,7 @@ impl CoordinatorState {
             serde_json::from_slice(snapshot).map_err(|e| StateError(e.to_string()))?;
         let mut coord = daros_coordinator::Coordinator::new();
         for s in &journal {
-            execute(&mut coord, s)
+            execute(&mut coord, s, 0)
                 .map_err(|e| StateError(format!("replaying the journal: {e}")))?;
         }
         self.coord = coord;
@@ -593,6 +669,7 @@ mod tests {
         Stamped {
             at: Timestamp(1_000),
             leader_term: None,
+            actor: None,
             command: ControlCommand::Coordinator {
                 command: Command::Apply {
                     documents,
@@ -611,6 +688,7 @@ mod tests {
         Stamped {
             at: Timestamp(500),
             leader_term: None,
+            actor: None,
             command: ControlCommand::Coordinator {
                 command: Command::RegisterNode { node },
             },
@@ -654,6 +732,7 @@ mod tests {
                 Stamped {
                     at: Timestamp(3_000),
                     leader_term: None,
+                    actor: None,
                     command: ControlCommand::Coordinator {
                         command: Command::Tick,
                     },
@@ -686,6 +765,7 @@ mod tests {
             Stamped {
                 at: Timestamp(1_000 + index),
                 leader_term: None,
+                actor: None,
                 command: ControlCommand::Report {
                     node: "n1".into(),
                     report: NodeReport::Instance {
@@ -722,6 +802,7 @@ mod tests {
             Stamped {
                 at: Timestamp(1_003),
                 leader_term: None,
+                actor: None,
                 command: ControlCommand::Report {
                     node: "n1".into(),
                     report: NodeReport::InitJob {
@@ -748,6 +829,7 @@ mod tests {
             Stamped {
                 at: Timestamp(1_006),
                 leader_term: None,
+                actor: None,
                 command: ControlCommand::Coordinator {
                     command: Command::Apply {
                         documents,
@@ -767,6 +849,7 @@ mod tests {
                 Stamped {
                     at: Timestamp(1_008),
                     leader_term: None,
+                    actor: None,
                     command: ControlCommand::Report {
                         node: "n1".into(),
                         report: NodeReport::InitJob {
@@ -798,6 +881,7 @@ mod tests {
         let report = |attempt, at| Stamped {
             at: Timestamp(at),
             leader_term: None,
+            actor: None,
             command: ControlCommand::Report {
                 node: "n1".into(),
                 report: NodeReport::InitJob {

@@ -28,6 +28,14 @@ pub struct Retention {
     /// force, a rollout's start, what instances run) are always kept.
     #[serde(default = "default_versions")]
     pub versions: usize,
+    /// Audit records kept (default 100,000); older ones are compacted with
+    /// a record saying how many and up to which sequence number.
+    #[serde(default = "default_audit")]
+    pub audit: usize,
+}
+
+fn default_audit() -> usize {
+    100_000
 }
 
 fn default_events() -> usize {
@@ -49,6 +57,7 @@ impl Default for Retention {
             decisions: default_records(),
             evaluations: default_records(),
             versions: default_versions(),
+            audit: default_audit(),
         }
     }
 }
@@ -62,6 +71,7 @@ impl Retention {
             ("decisions", self.decisions, 100),
             ("evaluations", self.evaluations, 100),
             ("versions", self.versions, 2),
+            ("audit", self.audit, 1_000),
         ] {
             if v < min {
                 errs.push(FieldError::new(

@@ -3,8 +3,10 @@
 //! [`Coordinator::apply`] with a [`Command`] and the time, so that replicas
 //! fed the same commands reach the same state; queries take `&self`.
 
+pub mod access;
 mod apps;
 mod arbitrate;
+pub mod audit;
 pub mod availability;
 pub mod convergence;
 mod degradation;
@@ -99,6 +101,12 @@ pub struct Coordinator {
     /// Control-plane counters and latency histograms.
     #[serde(default)]
     counters: metrics::Counters,
+    /// Role bindings and tokens.
+    #[serde(default)]
+    access: crate::access::AccessState,
+    /// Who changed what, and who was refused.
+    #[serde(default)]
+    audit: history::Log<audit::AuditRecord>,
 }
 
 impl Coordinator {
@@ -182,6 +190,10 @@ impl Coordinator {
                 }
                 self.retention = retention;
             }
+            Command::Bind { binding } => self.cmd_bind(binding)?,
+            Command::Unbind { name } => self.cmd_unbind(&name)?,
+            Command::IssueToken { token } => self.cmd_issue_token(token)?,
+            Command::RevokeToken { id } => self.cmd_revoke_token(&id, now)?,
             Command::Expect { app, version, then } => {
                 let actual = self.apps.get(&app).map_or(0, |e| e.latest_version());
                 if actual != version {

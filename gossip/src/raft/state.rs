@@ -44,4 +44,25 @@ pub trait ReplicatedState: Send + Sync + 'static {
     fn snapshot(&self) -> Result<Vec<u8>, StateError>;
     /// Replaces the whole state with a snapshot.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateError>;
+
+    /// A write that arrived over the mesh from `peer` (its certificate's
+    /// identity), before it is proposed: the state may narrow what a node
+    /// may claim (a client node speaks for itself only). The default takes
+    /// it as it came.
+    fn admit_command(
+        cmd: Self::Command,
+        peer: &crate::identity::PeerIdentity,
+    ) -> Result<Self::Command, String> {
+        let _ = peer;
+        Ok(cmd)
+    }
+
+    /// The same for a read.
+    fn admit_query(
+        q: Self::Query,
+        peer: &crate::identity::PeerIdentity,
+    ) -> Result<Self::Query, String> {
+        let _ = peer;
+        Ok(q)
+    }
 }

@@ -1,0 +1,252 @@
+//! The access check on the coordinator's side: what each command needs,
+//! `apply_as` (check, apply, audit — in one state transition), the
+//! commands that manage bindings and tokens, and what a reader may see.
+
+use super::Coordinator;
+use super::audit::{Asker, AuditOutcome};
+use crate::access::token::{ApiToken, TokenView};
+use crate::access::{AccessState, Actor, Need, Permission, RoleBinding};
+use crate::command::{Command, OperationRequest, Outcome};
+use crate::error::CoordinatorError;
+use crate::model::policy::PolicyScope;
+use crate::model::time::Timestamp;
+use std::collections::BTreeSet;
+
+impl Coordinator {
+    /// The tenant a command on an existing policy or binding is scoped to.
+    pub(super) fn scope_tenant_of(&self, cmd: &Command) -> Option<String> {
+        match cmd {
+            Command::DeletePolicy { name } | Command::RollbackPolicy { name, .. } => {
+                match &self.policies.get(name)?.scope {
+                    PolicyScope::Global => None,
+                    PolicyScope::Tenant { tenant } | PolicyScope::Application { tenant, .. } => {
+                        Some(tenant.clone())
+                    }
+                }
+            }
+            Command::Unbind { name } => self.access.bindings.get(name)?.tenant.clone(),
+            _ => None,
+        }
+    }
+
+    /// What `cmd` needs of its caller.
+    pub fn needs(&self, cmd: &Command) -> Vec<Need> {
+        use Permission as P;
+        let mut n: Vec<Need> = match cmd {
+            Command::Apply { documents, .. } => documents.iter().map(Need::for_document).collect(),
+            Command::Operate { app, operation } => vec![Need::tenant(
+                if *operation == OperationRequest::Delete {
+                    P::Develop
+                } else {
+                    P::Operate
+                },
+                &app.tenant,
+            )],
+            Command::Rollback { app, .. } => vec![Need::tenant(P::Develop, &app.tenant)],
+            Command::RegisterNode { node } => vec![Need::OwnNode(node.name.clone())],
+            Command::NodePressure { node, .. } | Command::NodeInventory { node, .. } => {
+                vec![Need::OwnNode(node.clone())]
+            }
+            Command::DeletePolicy { .. }
+            | Command::RollbackPolicy { .. }
+            | Command::Unbind { .. } => {
+                vec![match self.scope_tenant_of(cmd) {
+                    Some(t) => Need::tenant(P::TenantAdmin, &t),
+                    None => Need::global(P::PlatformAdmin),
+                }]
+            }
+            Command::Bind { binding } => vec![match &binding.tenant {
+                Some(t) => Need::tenant(P::TenantAdmin, t),
+                None => Need::global(P::PlatformAdmin),
+            }],
+            Command::Expect { then, .. } => return self.needs(then),
+            Command::DeleteNode { .. }
+            | Command::DrainNode { .. }
+            | Command::SetNodeCondition { .. }
+            | Command::DeleteTenant { .. }
+            | Command::DeletePool { .. }
+            | Command::ReportWorkload { .. }
+            | Command::ReportInitJob { .. }
+            | Command::Tick
+            | Command::SetRetention { .. }
+            | Command::IssueToken { .. }
+            | Command::RevokeToken { .. } => vec![Need::global(P::PlatformAdmin)],
+        };
+        n.sort();
+        n.dedup();
+        n
+    }
+
+    /// Applies `cmd` for `actor` (raft entry `index`): the access check, then
+    /// the command, and the audit record of either, in one transition.
+    pub fn apply_as(
+        &mut self,
+        actor: &Actor,
+        index: u64,
+        cmd: Command,
+        now: Timestamp,
+    ) -> Result<Outcome, CoordinatorError> {
+        let needs = self.needs(&cmd);
+        let scope = self.scope_tenant_of(&cmd);
+        let (verb, objects, _) = super::audit::describe(&cmd);
+        let what = format!("{verb} {}", objects.join(", "));
+        match self.access.check(actor, what.trim(), &needs, now) {
+            Err(denied) => {
+                let principal = denied.principal.clone();
+                self.audit(
+                    Asker {
+                        actor,
+                        principal: &principal,
+                        index,
+                    },
+                    &cmd,
+                    scope,
+                    AuditOutcome::Forbidden {
+                        reason: denied.to_string(),
+                    },
+                    now,
+                );
+                Err(CoordinatorError::Forbidden(denied))
+            }
+            Ok(principal) => {
+                let probe = cmd.clone();
+                let r = self.apply(cmd, now);
+                let outcome = match &r {
+                    Ok(_) => AuditOutcome::Applied,
+                    Err(e) => AuditOutcome::Refused {
+                        reason: e.to_string(),
+                    },
+                };
+                self.audit(
+                    Asker {
+                        actor,
+                        principal: &principal,
+                        index,
+                    },
+                    &probe,
+                    scope,
+                    outcome,
+                    now,
+                );
+                r
+            }
+        }
+    }
+
+    /// Checks that `actor` may read (in `tenant`, or cluster-wide); the
+    /// principal it acts as.
+    pub fn authorize(
+        &self,
+        actor: &Actor,
+        what: &str,
+        need: &Need,
+        now: Timestamp,
+    ) -> Result<String, CoordinatorError> {
+        Ok(self
+            .access
+            .check(actor, what, std::slice::from_ref(need), now)?)
+    }
+
+    /// The tenants `actor` may read (`None`: every one); an invalid token
+    /// reads nothing.
+    pub fn readable_tenants(&self, actor: &Actor, now: Timestamp) -> Option<BTreeSet<String>> {
+        match self.access.resolve(actor, now) {
+            Ok(p) => self.access.readable_tenants(&p),
+            Err(_) => Some(BTreeSet::new()),
+        }
+    }
+
+    /// The bindings and the tokens (without their hashes).
+    pub fn access_view(&self) -> (Vec<RoleBinding>, Vec<TokenView>) {
+        (
+            self.access.bindings.values().cloned().collect(),
+            self.access.tokens.values().map(TokenView::from).collect(),
+        )
+    }
+
+    /// The replicated access state (bindings, tokens).
+    pub fn access(&self) -> &AccessState {
+        &self.access
+    }
+
+    pub(super) fn cmd_bind(&mut self, b: RoleBinding) -> Result<(), CoordinatorError> {
+        let errors = b.validate();
+        if !errors.is_empty() {
+            return Err(CoordinatorError::Invalid {
+                kind: "RoleBinding".into(),
+                name: b.name.clone(),
+                errors,
+            });
+        }
+        if let Some(t) = &b.tenant
+            && !self.tenants.contains_key(t)
+        {
+            return Err(CoordinatorError::Invalid {
+                kind: "RoleBinding".into(),
+                name: b.name.clone(),
+                errors: vec![crate::field::FieldError::new(
+                    "tenant",
+                    format!("no tenant {t}"),
+                )],
+            });
+        }
+        self.access.bindings.insert(b.name.clone(), b);
+        Ok(())
+    }
+
+    pub(super) fn cmd_unbind(&mut self, name: &str) -> Result<(), CoordinatorError> {
+        self.access
+            .bindings
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| CoordinatorError::NotFound(format!("role binding {name}")))
+    }
+
+    pub(super) fn cmd_issue_token(&mut self, t: ApiToken) -> Result<(), CoordinatorError> {
+        let mut errors = Vec::new();
+        if t.id.is_empty() || !t.id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            errors.push(crate::field::FieldError::new("id", "letters and digits"));
+        }
+        if t.sha256.len() != 64 || !t.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+            errors.push(crate::field::FieldError::new("sha256", "64 hex characters"));
+        }
+        if !crate::access::binding::principal_ok(&t.principal) {
+            errors.push(crate::field::FieldError::new(
+                "principal",
+                format!(
+                    "{:?}: expected user:<name>, uid:<n>, node:<name> or root",
+                    t.principal
+                ),
+            ));
+        }
+        if self.access.tokens.contains_key(&t.id) {
+            errors.push(crate::field::FieldError::new(
+                "id",
+                format!("token {} exists", t.id),
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(CoordinatorError::Invalid {
+                kind: "Token".into(),
+                name: t.id.clone(),
+                errors,
+            });
+        }
+        self.access.tokens.insert(t.id.clone(), t);
+        Ok(())
+    }
+
+    pub(super) fn cmd_revoke_token(
+        &mut self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<(), CoordinatorError> {
+        let t = self
+            .access
+            .tokens
+            .get_mut(id)
+            .ok_or_else(|| CoordinatorError::NotFound(format!("token {id}")))?;
+        t.revoked.get_or_insert(now);
+        Ok(())
+    }
+}
