@@ -28,6 +28,7 @@ fn metrics_follow_what_happens() {
     let m = c.metrics(t(10_000));
     assert_eq!(m.applications[&("acme".into(), "Scheduled".into())], 1);
     assert_eq!(m.pending[&("acme".into(), "starting".into())], 1);
+    assert_eq!(m.pending_instances[&("acme".into(), "starting".into())], 2);
     assert_eq!(m.counters.admission_to_scheduled.count, 1);
     for id in started(&out) {
         report(&mut c, &id, ObservedState::Ready, 3_500);
@@ -61,6 +62,13 @@ fn metrics_follow_what_happens() {
     let m = c.metrics(t(10_000));
     assert_eq!(m.counters.failures["runtime"], 1);
     assert_eq!(m.counters.restarts, 1);
+    assert_eq!(
+        m.pending_instances
+            .get(&("acme".into(), "restarting".into())),
+        Some(&1),
+        "{:?}",
+        m.pending_instances
+    );
     // The same report again is not another failure.
     report(&mut c, &id, ObservedState::Exited { code: 1 }, 5_001);
     assert_eq!(c.metrics(t(10_000)).counters.failures["runtime"], 1);

@@ -319,6 +319,21 @@ impl Collector for ControlCollector {
         )?;
         family(
             &mut enc,
+            "daros_instances_pending",
+            "Instances of running applications not ready, by tenant and reason (unplaced: lost their node and no node takes them yet; starting: placed, not started or not ready yet; restarting: ended or failed, waiting for their next start).",
+            Gauge,
+            v.pending_instances
+                .iter()
+                .map(|((t, r), n)| {
+                    (
+                        vec![("tenant", t.clone()), ("reason", r.clone())],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+        )?;
+        family(
+            &mut enc,
             "daros_instances",
             "Workload instances placed, by node and pool.",
             Gauge,

@@ -120,6 +120,12 @@ pub struct MetricsView {
     pub pending: BTreeMap<(String, String), u64>,
     /// Instances placed, by (node, pool).
     pub instances: BTreeMap<(String, String), u64>,
+    /// Instances of running applications not ready, by (tenant, reason):
+    /// `unplaced` (lost their node, no node takes them yet), `starting`
+    /// (placed, not started or not ready yet), `restarting` (ended or failed,
+    /// waiting for their next start).
+    #[serde(default)]
+    pub pending_instances: BTreeMap<(String, String), u64>,
     /// Tenant quota: (tenant, resource) → (used, limit when set).
     pub quota: BTreeMap<(String, String), (f64, Option<f64>)>,
     /// Pools: name → requests placed and capacity of the nodes taking work.
@@ -222,10 +228,24 @@ impl Coordinator {
             if let Some(r) = reason {
                 *v.pending.entry((tenant, r)).or_default() += 1;
             }
+            let live = matches!(e.phase, Phase::Scheduled | Phase::Running | Phase::Degraded);
             for i in e.runtime.instances.values() {
                 if let Some(n) = &i.node {
                     *v.instances
                         .entry((n.clone(), e.spec().pool().to_string()))
+                        .or_default() += 1;
+                }
+                use crate::reconcile::ObservedState as O;
+                let why = match (&i.node, &i.observed) {
+                    (None, _) => Some("unplaced"),
+                    (_, O::Pending | O::Starting | O::Running) => Some("starting"),
+                    (_, O::Exited { code }) if *code != 0 => Some("restarting"),
+                    (_, O::Failed { .. }) => Some("restarting"),
+                    _ => None,
+                };
+                if let Some(why) = why.filter(|_| live) {
+                    *v.pending_instances
+                        .entry((e.key.tenant.clone(), why.into()))
                         .or_default() += 1;
                 }
             }
