@@ -271,6 +271,34 @@ fn each_role_does_exactly_its_column() {
     let b: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(b["phase"], "Running", "b1 untouched: {b}");
 
+    // A decision of t-b is not explained through an application of t-a.
+    let d: serde_json::Value = serde_json::from_slice(
+        &a.as_uid(0, None, &["-o", "json", "describe", "app", "t-b/b1"])
+            .stdout,
+    )
+    .unwrap();
+    let b_decision = d["decisions"][0].as_u64().or_else(|| {
+        d["decisions"][0]
+            .as_str()
+            .and_then(|s| s.trim_start_matches("d-").parse().ok())
+    });
+    let b_decision = b_decision
+        .unwrap_or_else(|| panic!("a decision of b1: {d}"))
+        .to_string();
+    let o = a.as_uid(ta, None, &["explain", "t-a/a1", "--decision", &b_decision]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no decision"),
+        "{o:?}"
+    );
+    // Logs are an operator's: a viewer is refused them, an operator reads them.
+    assert!(forbidden(&a.as_uid(
+        users.uid("viewer"),
+        None,
+        &["logs", "t-a/a1/w"]
+    )));
+    let o = a.as_uid(users.uid("operator"), None, &["logs", "t-a/a1/w"]);
+    assert!(o.status.success(), "{o:?}");
+
     // A token acts as its principal (an Operator of t-a) for an unbound
     // user, until revoked.
     let o = a.as_uid(

@@ -282,3 +282,77 @@ fn tokens_expire_and_are_revoked_and_the_trail_says_what_retention_dropped() {
         "every record accounted for"
     );
 }
+
+/// A tenant's admin may not overwrite what is not its tenant's: a global
+/// policy of the same name, a cluster-wide binding of the same name; an
+/// `Expect` needs reading the application it names.
+#[test]
+fn tenant_admins_cannot_replace_what_is_not_theirs() {
+    let mut c = Coordinator::new();
+    apply(
+        &mut c,
+        &format!("{}{}", tenant_yaml("a", ""), tenant_yaml("b", "")),
+        0,
+    );
+    apply(
+        &mut c,
+        "apiVersion: daros.io/v1\nkind: Policy\nmetadata: {name: baseline}\nspec:\n  scope: Global\n  rules: {}\n",
+        0,
+    );
+    bind(&mut c, "ops", "user:ops", Role::PlatformAdmin, None);
+    bind(&mut c, "ta", "user:ta", Role::TenantAdmin, Some("a"));
+    let ta = user("ta");
+    let scoped = docs(
+        "apiVersion: daros.io/v1\nkind: Policy\nmetadata: {name: baseline}\nspec:\n  scope: Tenant\n  tenant: a\n  rules: {}\n",
+    );
+    let e = c
+        .apply_as(
+            &ta,
+            1,
+            Command::Apply {
+                documents: scoped,
+                start: false,
+            },
+            t(1),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("platform-admin"), "{e}");
+    let e = c
+        .apply_as(
+            &ta,
+            2,
+            Command::Bind {
+                binding: RoleBinding {
+                    name: "ops".into(),
+                    principal: "user:ta".into(),
+                    role: Role::Viewer,
+                    tenant: Some("a".into()),
+                },
+            },
+            t(2),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("platform-admin"), "{e}");
+    let (bindings, _) = c.access_view();
+    assert!(
+        bindings
+            .iter()
+            .any(|b| b.name == "ops" && b.role == Role::PlatformAdmin)
+    );
+    let e = c
+        .apply_as(
+            &ta,
+            3,
+            Command::Expect {
+                app: key("b", "x"),
+                version: 0,
+                then: Box::new(Command::Operate {
+                    app: key("a", "x"),
+                    operation: OperationRequest::Start,
+                }),
+            },
+            t(3),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("read in tenant b"), "{e}");
+}

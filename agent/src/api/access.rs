@@ -87,7 +87,9 @@ fn actor_of(req: &Request, node: &str) -> Result<Option<Actor>, ApiError> {
 
 /// The tenant a log selector (`tenant/app/workload[/replica]`) names.
 fn logs_tenant(path: &str) -> Option<String> {
-    let id = path.strip_prefix("/v1/logs/")?;
+    let id = path
+        .strip_prefix("/v1/logs/")
+        .or_else(|| path.strip_prefix("/v1/workloads/")?.strip_suffix("/logs"))?;
     let parts: Vec<&str> = id.split('/').collect();
     (parts.len() >= 3
         && !id.starts_with("managed/")
@@ -120,12 +122,17 @@ pub async fn guard(
         }
         Err(e) => return e.into_response(),
     };
+    let path = req.uri().path();
+    // A workload's logs are also served under /v1/workloads/{id}/logs.
+    let logs = access == RouteAccess::Logs
+        || (path.starts_with("/v1/workloads/") && path.ends_with("/logs"));
     let need = match access {
-        RouteAccess::Node(p) => Some(Need::global(p)),
-        RouteAccess::Logs => Some(match logs_tenant(req.uri().path()) {
+        _ if logs => Some(match logs_tenant(path) {
             Some(t) => Need::tenant(Permission::Operate, &t),
             None => Need::global(Permission::Operate),
         }),
+        RouteAccess::Node(p) => Some(Need::global(p)),
+        RouteAccess::Logs => None,
         RouteAccess::State | RouteAccess::Open => None,
     };
     if let Some(need) = need {
@@ -185,6 +192,10 @@ mod tests {
         assert_eq!(
             logs_tenant("/v1/logs/managed/shop-team.shop.web-v1.0"),
             None
+        );
+        assert_eq!(
+            logs_tenant("/v1/workloads/t-b/app/web/logs"),
+            Some("t-b".into())
         );
         assert_eq!(
             sha256_hex("abc"),

@@ -63,6 +63,18 @@ pub(super) fn answer_as(
                 Need::tenant(Permission::Read, &app.tenant),
                 &format!("read application {app}"),
             )?;
+            // A decision named by number must be this application's.
+            if let ControlQuery::Explain {
+                decision: Some(d), ..
+            } = q
+                && c.decision(daros_coordinator::DecisionId(*d))
+                    .is_ok_and(|x| x.app != *app)
+            {
+                return Err(Failure {
+                    kind: FailureKind::NotFound,
+                    message: format!("application {app} has no decision {d}"),
+                });
+            }
             st.answer(q)
         }
         ControlQuery::WhatIf { documents, .. } => {
@@ -90,11 +102,13 @@ pub(super) fn answer_as(
             after_decision,
             limit,
         } => {
-            let mut events = c.events_after(*after_event, *limit);
-            events.retain(|e| may(&e.app.tenant));
-            let mut decisions = c.decisions_after(*after_decision, *limit);
-            decisions.retain(|d| may(&d.app.tenant));
-            json(&Feed { events, decisions })
+            let (events, scanned_e) = c.events_after_where(*after_event, *limit, &may);
+            let (decisions, scanned_d) = c.decisions_after_where(*after_decision, *limit, &may);
+            json(&Feed {
+                events,
+                decisions,
+                scanned: Some((scanned_e, scanned_d)),
+            })
         }
         ControlQuery::Tenants | ControlQuery::Policies | ControlQuery::Policy { .. } => {
             let v = st.answer(q)?;
@@ -181,11 +195,12 @@ fn filter_tenant_scoped(
         }
         _ => {
             let p: super::state::PolicyView = decode(v.clone())?;
+            // Any version scoped to a tenant the reader may not read hides it.
             let scoped_elsewhere = p
                 .policy
-                .as_ref()
-                .or(p.versions.last().and_then(|v| v.policy.as_ref()))
-                .is_some_and(|p| !policy_ok(p));
+                .iter()
+                .chain(p.versions.iter().filter_map(|v| v.policy.as_ref()))
+                .any(|p| !policy_ok(p));
             if scoped_elsewhere {
                 return Err(
                     CoordinatorError::Forbidden(daros_coordinator::access::Denied {
@@ -231,16 +246,16 @@ pub(super) fn admit_command(mut s: Stamped, peer: &PeerIdentity) -> Result<Stamp
                 return Err(format!("client node {me} may not report for node {node}"));
             }
             s.actor = None;
+            s.at = super::plane::now();
         }
         ControlCommand::Coordinator { .. } => {
             // The leader's clock, not the client's, judges a token's expiry.
             s.at = super::plane::now();
-            let token = s
-                .actor
-                .as_ref()
-                .is_some_and(|a| matches!(a.source, Source::Token { .. }));
-            if !token {
-                s.actor = Some(Actor::node(&me));
+            match s.actor.as_mut().map(|a| &mut a.source) {
+                // The token is checked like anywhere; where it came from is
+                // this node, whatever the client says.
+                Some(Source::Token { node, .. }) => *node = me,
+                _ => s.actor = Some(Actor::node(&me)),
             }
         }
     }
@@ -254,12 +269,14 @@ pub(super) fn admit_query(q: ControlQuery, peer: &PeerIdentity) -> Result<Contro
     }
     let me = Actor::node(&peer.node_id.to_string());
     Ok(match q {
-        ControlQuery::As { actor, read, .. } => {
-            let actor = if matches!(actor.source, Source::Token { .. }) {
-                actor
+        ControlQuery::As {
+            mut actor, read, ..
+        } => {
+            if let Source::Token { node, .. } = &mut actor.source {
+                *node = peer.node_id.to_string();
             } else {
-                me
-            };
+                actor = me;
+            }
             ControlQuery::As {
                 actor,
                 now: super::plane::now(),

@@ -29,6 +29,10 @@ pub fn rfc3339(ms: u64) -> String {
 /// The CloudEvents of a feed page, events then decisions; advances `c`.
 pub fn cloud_events(feed: &Feed, c: &mut FeedCursor) -> Vec<Value> {
     let mut out = Vec::new();
+    if let Some((e, d)) = feed.scanned {
+        c.event = c.event.max(e);
+        c.decision = c.decision.max(d);
+    }
     for e in &feed.events {
         c.event = c.event.max(e.seq);
         out.push(json!({

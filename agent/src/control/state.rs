@@ -251,6 +251,11 @@ pub struct Feed {
     pub events: Vec<daros_coordinator::LifecycleEvent>,
     /// Decisions, oldest first.
     pub decisions: Vec<daros_coordinator::Decision>,
+    /// For a reader who sees some tenants only: the event sequence and the
+    /// decision id scanned up to (a reader resumes from them, so that other
+    /// tenants' items never stall it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scanned: Option<(u64, u64)>,
 }
 
 /// Registered node as listed by the state.
@@ -499,6 +504,7 @@ impl CoordinatorState {
             } => json(serde_json::to_value(Feed {
                 events: c.events_after(*after_event, *limit),
                 decisions: c.decisions_after(*after_decision, *limit),
+                scanned: None,
             })),
             ControlQuery::Audit { filter } => {
                 json(serde_json::to_value(c.audit_page(filter, None)))

@@ -308,6 +308,21 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     let qos = qos::start(&net::qos_config(&cfg), managed.clone());
     let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
+    // The QoS report says what the datapath does for network bounds.
+    if let Some(q) = &qos {
+        let st = datapath.status();
+        q.set_network(if st.network.available {
+            crate::qos::facts::NetworkFacts::On {
+                floors: if st.floors.running {
+                    Ok(())
+                } else {
+                    Err(st.floors.detail)
+                },
+            }
+        } else {
+            crate::qos::facts::NetworkFacts::Off(st.network.detail)
+        });
+    }
     // The runtime executor runs this node's desired work; without it the
     // control plane accepts work and runs nothing (NoopExecutor, logged).
     let runtime = runtime::start(&cfg, &node_name, runtime_root, qos.clone()).await;

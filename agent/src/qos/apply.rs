@@ -186,7 +186,12 @@ fn apply_one(backend: &AnyBackend, cg: &CgroupPath, p: &KnobPlan, page: u64) -> 
             enforced: true,
             how,
         } => {
-            let mut r = KnobReport::enforced(p, "protection loop");
+            let by = if matches!(p.knob, Knob::NetworkEgress | Knob::NetworkIngress) {
+                "eBPF datapath"
+            } else {
+                "protection loop"
+            };
+            let mut r = KnobReport::enforced(p, by);
             r.note = Some(how.clone());
             return r;
         }

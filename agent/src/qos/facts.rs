@@ -25,6 +25,27 @@ pub struct NodeFacts {
     pub memory_recursiveprot: bool,
     /// The protection loop runs.
     pub protection: bool,
+    /// What the eBPF datapath enforces for network bounds.
+    pub network: NetworkFacts,
+}
+
+/// The eBPF datapath as the QoS report needs it: network caps and floors
+/// are its work, not a cgroup file's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkFacts {
+    /// It does not run: why.
+    Off(String),
+    /// It counts and caps (cgroup_skb token buckets); floors run or not.
+    On {
+        /// The floor loop runs (`Err`: why not).
+        floors: Result<(), String>,
+    },
+}
+
+impl Default for NetworkFacts {
+    fn default() -> Self {
+        NetworkFacts::Off("the eBPF datapath has not started on this agent".into())
+    }
 }
 
 /// One whole disk.
@@ -190,6 +211,7 @@ pub fn probe_node(backend: &AnyBackend, disks: &[Disk], protection: bool) -> Nod
         disks,
         memory_recursiveprot,
         protection,
+        network: NetworkFacts::default(),
     }
 }
 

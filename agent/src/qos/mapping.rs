@@ -91,7 +91,7 @@ pub fn plan(spec: &QosSpec, node: &NodeFacts, target: &TargetFacts) -> Vec<KnobP
         CgroupMode::V2 => plan_v2(spec, node, target),
         CgroupMode::V1 | CgroupMode::Hybrid => plan_v1(spec, node, target),
     };
-    out.extend(plan_unmanaged_resources(spec));
+    out.extend(plan_unmanaged_resources(spec, node));
     gate_controllers(&mut out, node, target);
     out
 }
@@ -610,21 +610,63 @@ fn plan_v1(spec: &QosSpec, node: &NodeFacts, target: &TargetFacts) -> Vec<KnobPl
     out
 }
 
-/// Network and GPU bounds: accepted, reported, not enforced through cgroups.
-fn plan_unmanaged_resources(spec: &QosSpec) -> Vec<KnobPlan> {
+/// Network and GPU bounds: not cgroup files. Network caps and floors are
+/// the eBPF datapath's (a token bucket per workload and direction; the floor
+/// loop caps Burstable and BestEffort traffic while a floor is short), so the
+/// report says what it does; GPUs count for placement only.
+fn plan_unmanaged_resources(spec: &QosSpec, node: &NodeFacts) -> Vec<KnobPlan> {
+    use super::facts::NetworkFacts;
     let p = &spec.profile;
     let mut out = Vec::new();
     for (knob, b) in [
         (Knob::NetworkEgress, &p.network.egress),
         (Knob::NetworkIngress, &p.network.ingress),
     ] {
-        if !b.is_empty() {
-            out.push(KnobPlan::degraded(
-                knob,
-                bounds_text(b, "bound"),
-                "network floors and caps belong to the eBPF datapath, which is not yet wired to QoS state; the floor is admitted and published in /v1/qos for it",
-            ));
+        if b.is_empty() {
+            continue;
         }
+        let requested = bounds_text(b, "bound");
+        let floor = b.reservation.or(b.request).is_some_and(|v| !v.is_zero());
+        let plan = match &node.network {
+            NetworkFacts::Off(why) => KnobPlan::degraded(
+                knob,
+                requested,
+                format!(
+                    "network caps and floors are the eBPF datapath's, which does not run: {why}"
+                ),
+            ),
+            NetworkFacts::On { floors: Err(why) } if floor => KnobPlan::degraded(
+                knob,
+                requested,
+                format!("the eBPF datapath's floor loop does not run: {why}"),
+            ),
+            NetworkFacts::On { floors } => {
+                let mut how = Vec::new();
+                if b.limit.is_some() {
+                    how.push("a token bucket on the workload's sockets (cgroup_skb) caps it");
+                }
+                if floor && floors.is_ok() {
+                    how.push(
+                        "the floor loop caps Burstable and BestEffort traffic while this floor is short",
+                    );
+                }
+                if how.is_empty() {
+                    how.push("counted by the eBPF datapath; nothing to enforce");
+                }
+                KnobPlan {
+                    knob,
+                    requested,
+                    action: PlanAction::Mechanism {
+                        enforced: true,
+                        how: format!(
+                            "eBPF datapath: {} (attachment per workload: darosctl net)",
+                            how.join("; ")
+                        ),
+                    },
+                }
+            }
+        };
+        out.push(plan);
     }
     if !p.gpu.is_empty() {
         out.push(KnobPlan::degraded(

@@ -488,12 +488,26 @@ impl QosService {
             .collect()
     }
 
+    /// What the eBPF datapath enforces (it starts after this service): the
+    /// network knobs of every class are reported anew.
+    pub fn set_network(&self, network: facts::NetworkFacts) {
+        let mut st = lock(&self.state);
+        if st.node.network == network {
+            return;
+        }
+        st.node.network = network;
+        self.apply_all(&mut st, false);
+        self.publish_watch(&st);
+    }
+
     /// Re-probes the node and re-applies every class (drift correction). A
     /// managed cgroup that disappeared (its runtime removed it) is not recreated
     /// here: the class applies again when it reappears.
     pub fn reconcile(&self) {
         let mut st = lock(&self.state);
+        let network = st.node.network.clone();
         st.node = facts::probe_node(self.backend(), &self.disks, self.settings.protection);
+        st.node.network = network;
         self.apply_all(&mut st, false);
         self.publish_watch(&st);
     }

@@ -33,7 +33,17 @@ impl Coordinator {
     pub fn needs(&self, cmd: &Command) -> Vec<Need> {
         use Permission as P;
         let mut n: Vec<Need> = match cmd {
-            Command::Apply { documents, .. } => documents.iter().map(Need::for_document).collect(),
+            Command::Apply { documents, .. } => {
+                let mut n: Vec<Need> = documents.iter().map(Need::for_document).collect();
+                // Replacing a policy needs the right over the one replaced
+                // too (a tenant's admin may not overwrite a global one).
+                for d in documents {
+                    if let crate::spec::Document::Policy(p) = d {
+                        n.extend(self.policy_scope_needs(&p.name, None));
+                    }
+                }
+                n
+            }
             Command::Operate { app, operation } => vec![Need::tenant(
                 if *operation == OperationRequest::Delete {
                     P::Develop
@@ -47,19 +57,28 @@ impl Coordinator {
             Command::NodePressure { node, .. } | Command::NodeInventory { node, .. } => {
                 vec![Need::OwnNode(node.clone())]
             }
-            Command::DeletePolicy { .. }
-            | Command::RollbackPolicy { .. }
-            | Command::Unbind { .. } => {
-                vec![match self.scope_tenant_of(cmd) {
-                    Some(t) => Need::tenant(P::TenantAdmin, &t),
-                    None => Need::global(P::PlatformAdmin),
-                }]
+            Command::DeletePolicy { name } => self.policy_scope_needs(name, None),
+            Command::RollbackPolicy { name, version } => {
+                self.policy_scope_needs(name, Some(*version))
             }
-            Command::Bind { binding } => vec![match &binding.tenant {
-                Some(t) => Need::tenant(P::TenantAdmin, t),
-                None => Need::global(P::PlatformAdmin),
-            }],
-            Command::Expect { then, .. } => return self.needs(then),
+            Command::Unbind { name } => vec![self.binding_need(name)],
+            Command::Bind { binding } => {
+                let mut n = vec![match &binding.tenant {
+                    Some(t) => Need::tenant(P::TenantAdmin, t),
+                    None => Need::global(P::PlatformAdmin),
+                }];
+                // Replacing a binding needs the right over the one replaced.
+                if self.access.bindings.contains_key(&binding.name) {
+                    n.push(self.binding_need(&binding.name));
+                }
+                n
+            }
+            Command::Expect { app, then, .. } => {
+                // The answer tells the version: reading it is needed too.
+                let mut n = self.needs(then);
+                n.push(Need::tenant(P::Read, &app.tenant));
+                n
+            }
             Command::DeleteNode { .. }
             | Command::DrainNode { .. }
             | Command::SetNodeCondition { .. }
@@ -72,9 +91,53 @@ impl Coordinator {
             | Command::IssueToken { .. }
             | Command::RevokeToken { .. } => vec![Need::global(P::PlatformAdmin)],
         };
+        if n.is_empty() {
+            n.push(Need::global(P::Read));
+        }
         n.sort();
         n.dedup();
         n
+    }
+
+    /// What acting on policy `name` needs: the right over the scope it
+    /// holds now or last held (and, for a rollback, the version restored).
+    fn policy_scope_needs(&self, name: &str, version: Option<u32>) -> Vec<Need> {
+        let need = |s: &PolicyScope| match s {
+            PolicyScope::Global => Need::global(Permission::PlatformAdmin),
+            PolicyScope::Tenant { tenant } | PolicyScope::Application { tenant, .. } => {
+                Need::tenant(Permission::TenantAdmin, tenant)
+            }
+        };
+        let mut n: Vec<Need> = self
+            .policies
+            .get(name)
+            .map(|p| need(&p.scope))
+            .into_iter()
+            .collect();
+        if let Some(vs) = self.policy_versions.get(name) {
+            let last = vs.iter().rev().find_map(|v| v.policy.as_ref());
+            n.extend(last.map(|p| need(&p.scope)));
+            if let Some(v) = version {
+                n.extend(
+                    vs.iter()
+                        .filter(|x| x.version == v)
+                        .filter_map(|x| x.policy.as_ref())
+                        .map(|p| need(&p.scope)),
+                );
+            }
+        }
+        if n.is_empty() && version.is_some() {
+            n.push(Need::global(Permission::PlatformAdmin));
+        }
+        n
+    }
+
+    /// What removing or replacing binding `name` needs.
+    fn binding_need(&self, name: &str) -> Need {
+        match self.access.bindings.get(name).map(|b| b.tenant.clone()) {
+            Some(Some(t)) => Need::tenant(Permission::TenantAdmin, &t),
+            _ => Need::global(Permission::PlatformAdmin),
+        }
     }
 
     /// Applies `cmd` for `actor` (raft entry `index`): the access check, then

@@ -110,7 +110,15 @@ pub fn describe(cmd: &Command) -> (String, Vec<String>, Vec<String>) {
                             tenants.insert(t.name.clone());
                             t.name.clone()
                         }
-                        Document::Policy(p) => p.name.clone(),
+                        Document::Policy(p) => {
+                            use crate::model::policy::PolicyScope;
+                            if let PolicyScope::Tenant { tenant }
+                            | PolicyScope::Application { tenant, .. } = &p.scope
+                            {
+                                tenants.insert(tenant.clone());
+                            }
+                            p.name.clone()
+                        }
                         Document::ResourcePool(p) => p.name.clone(),
                         Document::Node(n) => n.name.clone(),
                     };
@@ -152,7 +160,13 @@ pub fn describe(cmd: &Command) -> (String, Vec<String>, Vec<String>) {
                 )],
             )
         }
-        Command::Expect { then, .. } => return describe(then),
+        Command::Expect { app, then, .. } => {
+            let (verb, objects, mut t) = describe(then);
+            if !t.contains(&app.tenant) {
+                t.push(app.tenant.clone());
+            }
+            return (verb, objects, t);
+        }
         other => {
             let obj = match other {
                 Command::DeleteNode { name } | Command::DrainNode { name } => {

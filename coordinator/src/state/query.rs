@@ -447,6 +447,50 @@ impl Coordinator {
             .collect()
     }
 
+    /// Up to `limit` lifecycle events after `after` whose application's
+    /// tenant passes `keep`, and the position scanned up to (a reader
+    /// resumes from it even when nothing matched).
+    pub fn events_after_where(
+        &self,
+        after: u64,
+        limit: usize,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> (Vec<LifecycleEvent>, u64) {
+        let mut out = Vec::new();
+        let mut scanned = after;
+        for p in after.max(self.events.dropped())..self.events.next_pos() {
+            if out.len() >= limit {
+                break;
+            }
+            scanned = p + 1;
+            if let Some(e) = self.events.get(p).filter(|e| keep(&e.app.tenant)) {
+                out.push(e.clone());
+            }
+        }
+        (out, scanned)
+    }
+
+    /// The same for decisions (ids are positions + 1).
+    pub fn decisions_after_where(
+        &self,
+        after: u64,
+        limit: usize,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> (Vec<Decision>, u64) {
+        let mut out = Vec::new();
+        let mut scanned = after;
+        for p in after.max(self.decisions.dropped())..self.decisions.next_pos() {
+            if out.len() >= limit {
+                break;
+            }
+            scanned = p + 1;
+            if let Some(d) = self.decisions.get(p).filter(|d| keep(&d.app.tenant)) {
+                out.push(d.clone());
+            }
+        }
+        (out, scanned)
+    }
+
     /// Up to `limit` decisions with an id above `after`, oldest first.
     pub fn decisions_after(&self, after: u64, limit: usize) -> Vec<Decision> {
         let from = after.max(self.decisions.dropped());

@@ -1,7 +1,7 @@
 //! The mapping table, class by class and resource by resource, for v2 and v1.
 
 use super::*;
-use crate::qos::facts::{AncestorProtection, DiskFacts};
+use crate::qos::facts::{AncestorProtection, DiskFacts, NetworkFacts};
 use daros_coordinator::ResourceProfile;
 
 fn node(mode: CgroupMode) -> NodeFacts {
@@ -19,6 +19,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         }],
         memory_recursiveprot: true,
         protection: true,
+        network: NetworkFacts::default(),
     }
 }
 
@@ -385,6 +386,47 @@ fn network_and_gpu_are_reported_not_enforced() {
         assert!(p.iter().all(|k| k.knob != Knob::NetworkIngress));
         assert!(degraded_reason(&p, Knob::Gpu).contains("placement only"));
     }
+}
+
+/// The network knob says what the datapath does: enforced when it runs (a
+/// floor needs the floor loop too), degraded with its reason when not.
+#[test]
+fn the_network_knob_reports_what_the_datapath_does() {
+    let floor = spec(
+        QosClass::GuaranteedPro,
+        r#"{"cpu":{"request":"1"},"memory":{"request":"1Gi"},"network":{"egress":{"reservation":"10MB/s"}}}"#,
+    );
+    let cap = spec(
+        QosClass::Burstable,
+        r#"{"cpu":{"request":"100m"},"network":{"ingress":{"limit":"5MB/s"}}}"#,
+    );
+    let mut n = node(CgroupMode::V2);
+    let t = v2_target();
+    n.network = NetworkFacts::Off("[net] enabled = false".into());
+    assert!(
+        degraded_reason(&plan(&floor, &n, &t), Knob::NetworkEgress)
+            .contains("[net] enabled = false")
+    );
+    n.network = NetworkFacts::On { floors: Ok(()) };
+    let p = plan(&floor, &n, &t);
+    let e = p.iter().find(|k| k.knob == Knob::NetworkEgress).unwrap();
+    assert!(
+        matches!(&e.action, PlanAction::Mechanism { enforced: true, how } if how.contains("floor loop")),
+        "{e:?}"
+    );
+    n.network = NetworkFacts::On {
+        floors: Err("net.egress_capacity is not set".into()),
+    };
+    assert!(
+        degraded_reason(&plan(&floor, &n, &t), Knob::NetworkEgress).contains("egress_capacity")
+    );
+    // A cap alone needs no floor loop.
+    let p = plan(&cap, &n, &t);
+    let i = p.iter().find(|k| k.knob == Knob::NetworkIngress).unwrap();
+    assert!(
+        matches!(&i.action, PlanAction::Mechanism { enforced: true, how } if how.contains("token bucket")),
+        "{i:?}"
+    );
 }
 
 #[test]
