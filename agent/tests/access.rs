@@ -354,6 +354,15 @@ fn each_role_does_exactly_its_column() {
     );
     assert!(forbidden(&a.as_uid(nobody, Some(&token), &scale)));
 
+    // Writes on this node only (QoS) are audited too: refused ones and served ones.
+    assert!(forbidden(&a.as_uid(
+        nobody,
+        None,
+        &["qos", "unset", "managed/access-none"]
+    )));
+    let o = a.as_uid(0, None, &["qos", "unset", "managed/access-none"]);
+    assert!(!o.status.success(), "no such workload: {o:?}");
+
     // The trail: every attempt, forbidden ones included, with who and how.
     let o = a.as_uid(0, None, &["-o", "json", "audit"]);
     let records: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
@@ -384,6 +393,17 @@ fn each_role_does_exactly_its_column() {
                 .unwrap()
                 .contains(&format!("token {id}"))
     }));
+    let qos: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["verb"] == "DELETE /v1/qos/workloads/managed/access-none")
+        .collect();
+    assert_eq!(qos.len(), 2, "{records:?}");
+    assert_eq!(qos[0]["principal"], "user:daros-test-nobody");
+    assert_eq!(qos[0]["outcome"]["result"], "forbidden");
+    assert_eq!(
+        (&qos[1]["principal"], &qos[1]["outcome"]["result"]),
+        (&"root".into(), &"refused".into())
+    );
     let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // A Tenant Admin reads its tenant's records only; a Developer none.

@@ -191,6 +191,17 @@ pub enum Command {
         /// The token.
         token: crate::access::ApiToken,
     },
+    /// Records in the audit trail a request an agent served on its own node
+    /// (QoS writes, cluster membership): nothing else changes.
+    Record {
+        /// What was asked (`PUT /v1/qos/workloads/managed/web`).
+        verb: String,
+        /// The HTTP status it was answered with.
+        status: u16,
+        /// Why it was refused, when it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// Revokes a bearer token (it stays listed, revoked).
     RevokeToken {
         /// Its id.
@@ -235,6 +246,7 @@ impl Command {
             Command::Unbind { .. } => "Unbind",
             Command::IssueToken { .. } => "IssueToken",
             Command::RevokeToken { .. } => "RevokeToken",
+            Command::Record { .. } => "Record",
             Command::Expect { then, .. } => then.name(),
         }
     }

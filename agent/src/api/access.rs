@@ -135,13 +135,52 @@ pub async fn guard(
         RouteAccess::Logs => None,
         RouteAccess::State | RouteAccess::Open => None,
     };
-    if let Some(need) = need {
-        let what = format!("{} {}", req.method(), req.uri().path());
-        if let Err(e) = authorize(&s, &actor, need, &what).await {
-            return e.into_response();
+    let what = format!("{} {}", req.method(), req.uri().path());
+    // Writes that act on this node only are audited here (the control
+    // plane's own writes are audited with their change).
+    let record = matches!(access, RouteAccess::Node(_)) && req.method() != axum::http::Method::GET;
+    if let Some(need) = need
+        && let Err(e) = authorize(&s, &actor, need, &what).await
+    {
+        if record {
+            audit_node_write(
+                &s,
+                &actor,
+                &what,
+                e.status.as_u16(),
+                Some(e.message.clone()),
+            )
+            .await;
         }
+        return e.into_response();
     }
-    with_caller(actor, next.run(req)).await
+    let resp = with_caller(actor.clone(), next.run(req)).await;
+    if record {
+        audit_node_write(&s, &actor, &what, resp.status().as_u16(), None).await;
+    }
+    resp
+}
+
+/// Records a write served on this node in the replicated audit trail (a
+/// failure to record is logged: the request was already served).
+async fn audit_node_write(
+    s: &AppState,
+    actor: &Actor,
+    what: &str,
+    status: u16,
+    reason: Option<String>,
+) {
+    let Some(p) = &s.control else {
+        return;
+    };
+    let cmd = daros_coordinator::Command::Record {
+        verb: what.to_string(),
+        status,
+        reason,
+    };
+    if let Err(e) = with_caller(actor.clone(), p.write(cmd)).await {
+        tracing::warn!(request = %what, error = %e, "audit record of a node write not committed");
+    }
 }
 
 /// Checks a node route: against the replicated bindings when the control

@@ -90,6 +90,8 @@ impl Coordinator {
             | Command::SetRetention { .. }
             | Command::IssueToken { .. }
             | Command::RevokeToken { .. } => vec![Need::global(P::PlatformAdmin)],
+            // The agent decided that request; any caller's is recorded.
+            Command::Record { .. } => vec![],
         };
         if n.is_empty() {
             n.push(Need::global(P::Read));
@@ -149,6 +151,33 @@ impl Coordinator {
         cmd: Command,
         now: Timestamp,
     ) -> Result<Outcome, CoordinatorError> {
+        if let Command::Record { status, reason, .. } = &cmd {
+            let principal = self
+                .access
+                .resolve(actor, now)
+                .unwrap_or_else(|_| actor.principal.clone());
+            let outcome = match (status, reason) {
+                (200..=299, _) => AuditOutcome::Applied,
+                (403, r) => AuditOutcome::Forbidden {
+                    reason: r.clone().unwrap_or_default(),
+                },
+                (s, r) => AuditOutcome::Refused {
+                    reason: r.clone().unwrap_or_else(|| format!("HTTP {s}")),
+                },
+            };
+            self.audit(
+                Asker {
+                    actor,
+                    principal: &principal,
+                    index,
+                },
+                &cmd,
+                None,
+                outcome,
+                now,
+            );
+            return Ok(Outcome::default());
+        }
         let needs = self.needs(&cmd);
         let scope = self.scope_tenant_of(&cmd);
         let (verb, objects, _) = super::audit::describe(&cmd);

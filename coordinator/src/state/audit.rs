@@ -160,6 +160,9 @@ pub fn describe(cmd: &Command) -> (String, Vec<String>, Vec<String>) {
                 )],
             )
         }
+        Command::Record { verb, status, .. } => {
+            return (verb.clone(), vec![format!("answered {status}")], Vec::new());
+        }
         Command::Expect { app, then, .. } => {
             let (verb, objects, mut t) = describe(then);
             if !t.contains(&app.tenant) {

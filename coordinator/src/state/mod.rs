@@ -194,6 +194,8 @@ impl Coordinator {
             Command::Unbind { name } => self.cmd_unbind(&name)?,
             Command::IssueToken { token } => self.cmd_issue_token(token)?,
             Command::RevokeToken { id } => self.cmd_revoke_token(&id, now)?,
+            // Only the audit record (written by `apply_as`).
+            Command::Record { .. } => {}
             Command::Expect { app, version, then } => {
                 let actual = self.apps.get(&app).map_or(0, |e| e.latest_version());
                 if actual != version {
