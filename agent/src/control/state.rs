@@ -381,14 +381,19 @@ fn execute(
         (ControlCommand::Coordinator { command }, None) => {
             Ok(Some(coord.apply(command.clone(), s.at)?))
         }
-        (ControlCommand::Report { report, .. }, None) => match report_command(coord, report) {
-            Some(c) => Ok(Some(coord.apply(c, s.at)?)),
-            None => Ok(None),
-        },
+        (ControlCommand::Report { node, report }, None) => {
+            match report_command(coord, report).filter(|_| from_its_node(coord, node, report)) {
+                Some(c) => Ok(Some(coord.apply(c, s.at)?)),
+                None => Ok(None),
+            }
+        }
         (ControlCommand::Inventory { node, reports }, None) => {
             let mut out = Outcome::default();
             let mut changed = false;
             for r in reports {
+                if !from_its_node(coord, node, r) {
+                    continue;
+                }
                 if let Some(c) = report_command(coord, r) {
                     merge(&mut out, coord.apply(c, s.at)?);
                     changed = true;
@@ -421,6 +426,21 @@ fn merge(into: &mut Outcome, o: Outcome) {
     into.actions.extend(o.actions);
     into.refusals.extend(o.refusals);
     into.notes.extend(o.notes);
+}
+
+/// False when the report is about a run the coordinator knows to be placed
+/// on another node: a node reports only what it runs.
+fn from_its_node(c: &daros_coordinator::Coordinator, node: &str, r: &NodeReport) -> bool {
+    use daros_coordinator::state::desired::ReportTarget;
+    let target = match r {
+        NodeReport::Instance {
+            instance,
+            placement,
+            ..
+        } => ReportTarget::Instance(instance, *placement),
+        NodeReport::InitJob { job, .. } => ReportTarget::Job(job),
+    };
+    c.report_node(&target).is_none_or(|n| n == node)
 }
 
 /// The coordinator command of a report, or `None` when it is stale or already
@@ -908,5 +928,34 @@ mod tests {
         s.apply(report(0, 3_200), LogPosition { term: 1, index: 5 })
             .unwrap();
         assert_eq!(s.changes(), before + 1, "a stale attempt is dropped");
+    }
+
+    #[test]
+    fn a_node_reports_only_what_runs_on_it() {
+        let (mut s, _) = CoordinatorState::new();
+        register_n1(&mut s);
+        apply_shop(&mut s, 2).unwrap();
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        let report = |node: &str| Stamped {
+            at: Timestamp(3_000),
+            leader_term: None,
+            actor: None,
+            command: ControlCommand::Report {
+                node: node.into(),
+                report: NodeReport::InitJob {
+                    job: job.job.clone(),
+                    run: job.run,
+                    attempt: 1,
+                    state: daros_coordinator::ObservedState::Exited { code: 1 },
+                },
+            },
+        };
+        let before = s.changes();
+        s.apply(report("n2"), LogPosition { term: 1, index: 3 })
+            .unwrap();
+        assert_eq!(s.changes(), before, "n2 does not run it: dropped");
+        s.apply(report("n1"), LogPosition { term: 1, index: 4 })
+            .unwrap();
+        assert_eq!(s.changes(), before + 1, "its own node's report counts");
     }
 }

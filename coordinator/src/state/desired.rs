@@ -52,6 +52,15 @@ pub struct DesiredWork {
     pub jobs: Vec<DesiredRun>,
 }
 
+/// What a node report is about.
+#[derive(Debug, Clone, Copy)]
+pub enum ReportTarget<'a> {
+    /// An instance, at a placement (0: matched by version).
+    Instance(&'a InstanceId, PlacementId),
+    /// An init job.
+    Job(&'a crate::reconcile::InitJobId),
+}
+
 /// What the coordinator knows of an instance or job: its attempt and last
 /// observed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,6 +231,36 @@ impl Coordinator {
             attempt: st.attempts,
             observed: st.observed.clone(),
         })
+    }
+
+    /// The node the run a report names is placed on, when the coordinator
+    /// knows one (a report from another node is not about it).
+    pub fn report_node(&self, r: &ReportTarget<'_>) -> Option<&str> {
+        match r {
+            ReportTarget::Instance(id, placement) => {
+                let inst = self.apps.get(&id.app)?.runtime.instances.get(
+                    &crate::reconcile::InstanceKey::new(id.workload.clone(), id.replica),
+                )?;
+                if inst.owns(id.version, *placement) {
+                    return inst.node.as_deref();
+                }
+                inst.replacing
+                    .as_ref()
+                    .filter(|o| {
+                        o.version == id.version && (*placement == 0 || o.placement == *placement)
+                    })?
+                    .node
+                    .as_deref()
+            }
+            ReportTarget::Job(id) => self
+                .apps
+                .get(&id.app)?
+                .runtime
+                .jobs
+                .get(&(id.workload.clone(), id.job.clone()))?
+                .node
+                .as_deref(),
+        }
     }
 
     /// True when a `Tick` at `now` has something to do (a wake-up is due or an
