@@ -199,7 +199,14 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
     rt.block_on(serve(cfg))
 }
 
-async fn serve(cfg: Config) -> Result<(), DaemonError> {
+async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
+    // The node's bandwidth, when no configuration names it: the link speed.
+    let capacity_source = crate::net::link::derive(
+        &mut cfg,
+        std::path::Path::new("/proc/net/route"),
+        std::path::Path::new("/sys/class/net"),
+    );
+    info!(source = %capacity_source, "network capacity for floors");
     let (listener, socket_guard) =
         api::socket::bind(&cfg.api.socket, cfg.api.socket_group.as_deref())
             .map_err(|e| DaemonError::Startup(e.to_string()))?;
@@ -261,7 +268,7 @@ async fn serve(cfg: Config) -> Result<(), DaemonError> {
     };
     let mut sampler = Sampler::new(sampler_cfg, backend.clone(), gpu)
         .map_err(startup("opening node counters"))?;
-    let datapath = net::open(&cfg, &layout, &managed_root);
+    let datapath = net::open(&cfg, &layout, &managed_root, capacity_source);
     sampler.add_source(datapath.source());
 
     let mut managed = None;

@@ -9,12 +9,15 @@ use crate::model::caps::{DatapathCaps, Feature};
 use crate::net::{NetService, NetSettings};
 
 /// Opens (or reopens) the datapath; never fails (see [`NetService::open`]).
-pub fn open(cfg: &Config, layout: &CgroupLayout, managed_root: &CgroupPath) -> Arc<NetService> {
-    NetService::open(NetSettings::from_config(
-        cfg,
-        layout.v2.clone(),
-        managed_root.clone(),
-    ))
+pub fn open(
+    cfg: &Config,
+    layout: &CgroupLayout,
+    managed_root: &CgroupPath,
+    capacity_source: String,
+) -> Arc<NetService> {
+    let mut s = NetSettings::from_config(cfg, layout.v2.clone(), managed_root.clone());
+    s.capacity_source = capacity_source;
+    NetService::open(s)
 }
 
 /// The configuration QoS runs with: without an explicit `[qos]

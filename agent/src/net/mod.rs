@@ -23,6 +23,7 @@
 
 pub mod events;
 pub mod floor;
+pub mod link;
 pub mod metrics;
 pub mod reconcile;
 pub mod service;

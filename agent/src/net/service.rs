@@ -45,6 +45,8 @@ pub struct NetSettings {
     pub runqueue: bool,
     /// Workload slots.
     pub max_slots: u32,
+    /// Where the capacities come from, or why there are none.
+    pub capacity_source: String,
 }
 
 impl NetSettings {
@@ -72,6 +74,7 @@ impl NetSettings {
             reconcile_interval: n.reconcile_interval.0,
             runqueue: n.runqueue,
             max_slots: n.max_slots,
+            capacity_source: "from the configuration".into(),
         }
     }
 }
@@ -268,15 +271,19 @@ impl NetService {
         } else if f.egress_capacity_bps == 0 && f.ingress_capacity_bps == 0 {
             (
                 false,
-                "no capacity configured: set [net] egress_capacity / ingress_capacity to enforce network floors".into(),
+                format!(
+                    "no capacity known ({}): set [net] egress_capacity / ingress_capacity to enforce network floors",
+                    settings.capacity_source
+                ),
             )
         } else {
             (
                 true,
                 format!(
-                    "egress capacity {} B/s, ingress capacity {} B/s, headroom {}, tick {} ms",
+                    "egress capacity {} B/s, ingress capacity {} B/s ({}), headroom {}, tick {} ms",
                     f.egress_capacity_bps,
                     f.ingress_capacity_bps,
+                    settings.capacity_source,
                     f.headroom,
                     settings.floor_period.as_millis()
                 ),
