@@ -30,6 +30,13 @@ use crate::rpc::{
 };
 use crate::tls::{self, TlsError};
 
+/// The caller's certificate identity (member methods always have one).
+fn peer_of(ctx: &CallContext) -> Result<&crate::identity::PeerIdentity, RpcError> {
+    ctx.peer
+        .as_ref()
+        .ok_or_else(|| RpcError::new(ErrorCode::Unauthenticated, "no certificate"))
+}
+
 const PROPOSE: &str = "mesh.propose";
 const READ_INDEX: &str = "mesh.read_index";
 const QUERY: &str = "mesh.query";
@@ -467,10 +474,7 @@ fn register_builtin<S: ReplicatedState>(inner: &Arc<Inner<S>>, ca: Option<Arc<Cl
                     .ok_or_else(|| consensus_rpc_error(ConsensusError::NotServer))?;
                 let cmd: S::Command = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("command: {e}")))?;
-                let peer = ctx
-                    .peer
-                    .as_ref()
-                    .ok_or_else(|| RpcError::new(ErrorCode::Unauthenticated, "no certificate"))?;
+                let peer = peer_of(&ctx)?;
                 let cmd = S::admit_command(cmd, peer)
                     .map_err(|e| RpcError::new(ErrorCode::Forbidden, e))?;
                 let c = h
@@ -507,10 +511,7 @@ fn register_builtin<S: ReplicatedState>(inner: &Arc<Inner<S>>, ca: Option<Arc<Cl
                 let h = g()?;
                 let q: S::Query = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("query: {e}")))?;
-                let peer = ctx
-                    .peer
-                    .as_ref()
-                    .ok_or_else(|| RpcError::new(ErrorCode::Unauthenticated, "no certificate"))?;
+                let peer = peer_of(&ctx)?;
                 let q =
                     S::admit_query(q, peer).map_err(|e| RpcError::new(ErrorCode::Forbidden, e))?;
                 if h.inner.raft.is_none() {

@@ -82,7 +82,11 @@ fn actor_of(req: &Request, node: &str) -> Result<Option<Actor>, ApiError> {
     Ok(req
         .extensions()
         .get::<Peer>()
-        .map(|p| Actor::socket(node, p.uid, user_name(p.uid).as_deref())))
+        // root needs no name (it is `root`): no passwd read on its requests.
+        .map(|p| {
+            let name = (p.uid != 0).then(|| user_name(p.uid)).flatten();
+            Actor::socket(node, p.uid, name.as_deref())
+        }))
 }
 
 /// The tenant a log selector (`tenant/app/workload[/replica]`) names.

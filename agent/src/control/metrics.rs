@@ -113,6 +113,17 @@ impl ControlMetrics {
 #[derive(Debug)]
 pub struct ControlCollector(pub Arc<ControlMetrics>);
 
+/// Series of a map keyed by two label values.
+fn pairs(
+    m: &std::collections::BTreeMap<(String, String), u64>,
+    a: &'static str,
+    b: &'static str,
+) -> Vec<(Labels, f64)> {
+    m.iter()
+        .map(|((x, y), n)| (vec![(a, x.clone()), (b, y.clone())], *n as f64))
+        .collect()
+}
+
 fn one(v: f64) -> Vec<(Labels, f64)> {
     vec![(Vec::new(), v)]
 }
@@ -297,55 +308,28 @@ impl Collector for ControlCollector {
             "daros_applications",
             "Applications by tenant and lifecycle phase.",
             Gauge,
-            v.applications
-                .iter()
-                .map(|((t, p), n)| (vec![("tenant", t.clone()), ("phase", p.clone())], *n as f64))
-                .collect(),
+            pairs(&v.applications, "tenant", "phase"),
         )?;
         family(
             &mut enc,
             "daros_applications_pending",
             "Applications not running yet, by tenant and reason (admission, arbitration, starting, the refusing rule such as quota.cpu, or placement.<reject reason>).",
             Gauge,
-            v.pending
-                .iter()
-                .map(|((t, r), n)| {
-                    (
-                        vec![("tenant", t.clone()), ("reason", r.clone())],
-                        *n as f64,
-                    )
-                })
-                .collect(),
+            pairs(&v.pending, "tenant", "reason"),
         )?;
         family(
             &mut enc,
             "daros_instances_pending",
             "Instances of running applications not ready, by tenant and reason (unplaced: lost their node and no node takes them yet; starting: placed, not started or not ready yet; restarting: ended or failed, waiting for their next start).",
             Gauge,
-            v.pending_instances
-                .iter()
-                .map(|((t, r), n)| {
-                    (
-                        vec![("tenant", t.clone()), ("reason", r.clone())],
-                        *n as f64,
-                    )
-                })
-                .collect(),
+            pairs(&v.pending_instances, "tenant", "reason"),
         )?;
         family(
             &mut enc,
             "daros_instances",
             "Workload instances placed, by node and pool.",
             Gauge,
-            v.instances
-                .iter()
-                .map(|((node, pool), n)| {
-                    (
-                        vec![("node", node.clone()), ("pool", pool.clone())],
-                        *n as f64,
-                    )
-                })
-                .collect(),
+            pairs(&v.instances, "node", "pool"),
         )?;
         family(
             &mut enc,
