@@ -8,7 +8,9 @@ RUST_VERSION=1.95
 # Debian packages. Building the workspace needs clang/llvm/libbpf (eBPF programs).
 BUILD_PACKAGES="build-essential pkg-config curl ca-certificates clang llvm libbpf-dev"
 # Everything the whole test suite uses.
-TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd man-db"
+TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd man-db python3-venv"
+# PyPI tools the tests use, pinned (installed in a virtualenv under target/).
+PY_TOOLS="kubernetes-validate==1.37.0"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -85,4 +87,15 @@ run_steps() {
         return 1
     fi
     say "all steps passed: $*"
+}
+
+# Installs $PY_TOOLS into target/pytools (a virtualenv: Debian's Python is
+# externally managed) and puts it first on PATH.
+py_tools() {
+    local venv="$REPO/target/pytools"
+    if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+        say "installing $PY_TOOLS (PyPI) into $venv"
+        python3 -m venv "$venv" && "$venv/bin/pip" install -q $PY_TOOLS || return 1
+    fi
+    export PATH="$venv/bin:$PATH"
 }

@@ -42,6 +42,7 @@ vm_systemd_tests() {
 
 apt_install $TEST_PACKAGES
 ensure_rust
+py_tools
 # One step per line; later issues add theirs here.
 run_steps \
     workspace_tests \
