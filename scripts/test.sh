@@ -42,7 +42,8 @@ vm_systemd_tests() {
 
 apt_install $TEST_PACKAGES
 ensure_rust
-py_tools
+# Without PyPI the manifest validation test says SKIPPED instead of stopping the suite.
+py_tools || say "WARNING: could not install $PY_TOOLS: packaging/kubernetes is not validated in this run"
 # One step per line; later issues add theirs here.
 run_steps \
     workspace_tests \
