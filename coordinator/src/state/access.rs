@@ -151,7 +151,17 @@ impl Coordinator {
         cmd: Command,
         now: Timestamp,
     ) -> Result<Outcome, CoordinatorError> {
-        if let Command::Record { status, reason, .. } = &cmd {
+        // Described before it runs: a removal's tenant is looked up while
+        // the policy or binding still exists.
+        let (verb, objects, mut tenants) = super::audit::describe(&cmd);
+        if let Some(t) = self.scope_tenant_of(&cmd)
+            && !tenants.contains(&t)
+        {
+            tenants.push(t);
+        }
+        let what = format!("{verb} {}", objects.join(", "));
+        let described = (verb, objects, tenants);
+        let (principal, outcome, result) = if let Command::Record { status, reason, .. } = &cmd {
             let principal = self
                 .access
                 .resolve(actor, now)
@@ -165,64 +175,40 @@ impl Coordinator {
                     reason: r.clone().unwrap_or_else(|| format!("HTTP {s}")),
                 },
             };
-            self.audit(
-                Asker {
-                    actor,
-                    principal: &principal,
-                    index,
-                },
-                &cmd,
-                None,
-                outcome,
-                now,
-            );
-            return Ok(Outcome::default());
-        }
-        let needs = self.needs(&cmd);
-        let scope = self.scope_tenant_of(&cmd);
-        let (verb, objects, _) = super::audit::describe(&cmd);
-        let what = format!("{verb} {}", objects.join(", "));
-        match self.access.check(actor, what.trim(), &needs, now) {
-            Err(denied) => {
-                let principal = denied.principal.clone();
-                self.audit(
-                    Asker {
-                        actor,
-                        principal: &principal,
-                        index,
-                    },
-                    &cmd,
-                    scope,
+            (principal, outcome, Ok(Outcome::default()))
+        } else {
+            let needs = self.needs(&cmd);
+            match self.access.check(actor, what.trim(), &needs, now) {
+                Err(denied) => (
+                    denied.principal.clone(),
                     AuditOutcome::Forbidden {
                         reason: denied.to_string(),
                     },
-                    now,
-                );
-                Err(CoordinatorError::Forbidden(denied))
+                    Err(CoordinatorError::Forbidden(denied)),
+                ),
+                Ok(principal) => {
+                    let r = self.apply(cmd, now);
+                    let outcome = match &r {
+                        Ok(_) => AuditOutcome::Applied,
+                        Err(e) => AuditOutcome::Refused {
+                            reason: e.to_string(),
+                        },
+                    };
+                    (principal, outcome, r)
+                }
             }
-            Ok(principal) => {
-                let probe = cmd.clone();
-                let r = self.apply(cmd, now);
-                let outcome = match &r {
-                    Ok(_) => AuditOutcome::Applied,
-                    Err(e) => AuditOutcome::Refused {
-                        reason: e.to_string(),
-                    },
-                };
-                self.audit(
-                    Asker {
-                        actor,
-                        principal: &principal,
-                        index,
-                    },
-                    &probe,
-                    scope,
-                    outcome,
-                    now,
-                );
-                r
-            }
-        }
+        };
+        self.audit(
+            Asker {
+                actor,
+                principal: &principal,
+                index,
+            },
+            described,
+            outcome,
+            now,
+        );
+        result
     }
 
     /// Checks that `actor` may read (in `tenant`, or cluster-wide); the

@@ -224,19 +224,10 @@ impl Coordinator {
             principal,
             index,
         }: Asker<'_>,
-        cmd: &Command,
-        scope: Option<String>,
+        (verb, objects, tenants): (String, Vec<String>, Vec<String>),
         outcome: AuditOutcome,
         now: Timestamp,
     ) {
-        let (verb, objects, mut tenants) = describe(cmd);
-        // A policy or binding removal touches the tenant it was scoped to
-        // (looked up before the command removed it).
-        if let Some(t) = scope
-            && !tenants.contains(&t)
-        {
-            tenants.push(t);
-        }
         let seq = self.audit.next_pos() + 1;
         self.audit.push(AuditRecord {
             seq,
