@@ -26,7 +26,7 @@ vm_agent_tests() {
     cargo build -q -p daros-bpf-tests --bin daros-vmtest &&
     target/debug/daros-vmtest prepare &&
     target/debug/daros-vmtest cargo-test --timeout 1800 -p daros-agent \
-        --test sensing --test gpu_mapping --test api_cli --test config_cli
+        --test sensing --test gpu_mapping --test api_cli --test config_cli --test kube_policies
 }
 
 # The systemd deployment under a real systemd: the VM booted with systemd as
@@ -40,6 +40,14 @@ vm_systemd_tests() {
         --test systemd_vm
 }
 
+# The container image (packaging/kubernetes): built with umoci from the dev
+# binaries the workspace step built (a release build would add ~15 min on
+# 2 cores; the recipe is the same), then run from its root filesystem.
+image_check() {
+    "$REPO/scripts/build-image.sh" --profile dev --out "$REPO/target/image-check" --check &&
+    rm -rf "$REPO/target/image-check"
+}
+
 apt_install $TEST_PACKAGES
 ensure_rust
 # Without PyPI the manifest validation test says SKIPPED instead of stopping the suite.
@@ -47,5 +55,6 @@ py_tools || say "WARNING: could not install $PY_TOOLS: packaging/kubernetes is n
 # One step per line; later issues add theirs here.
 run_steps \
     workspace_tests \
+    image_check \
     vm_agent_tests \
     vm_systemd_tests

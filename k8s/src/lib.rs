@@ -9,8 +9,11 @@
 #![warn(missing_docs)]
 
 pub mod floors;
+pub mod node;
+pub mod pod;
 pub mod policy;
 pub mod profile;
+pub mod resolve;
 pub mod selector;
 
 pub use floors::Floors;

@@ -26,40 +26,17 @@ pub enum CgroupDriver {
     Systemd,
 }
 
-/// Kubernetes' QoS class of a pod (`status.qosClass`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PodQos {
-    /// Requests equal limits.
-    Guaranteed,
-    /// Some request.
-    Burstable,
-    /// Nothing requested.
-    BestEffort,
-}
-
-impl PodQos {
-    /// Reads `status.qosClass`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "Guaranteed" => Some(Self::Guaranteed),
-            "Burstable" => Some(Self::Burstable),
-            "BestEffort" => Some(Self::BestEffort),
-            _ => None,
-        }
-    }
-
-    const ALL: [PodQos; 3] = [PodQos::Guaranteed, PodQos::Burstable, PodQos::BestEffort];
-}
+pub use daros_k8s::pod::KubeQos;
 
 /// The relative path of a pod's cgroup under a hierarchy root.
-pub fn pod_cgroup_path(uid: &str, qos: PodQos, driver: CgroupDriver) -> PathBuf {
+pub fn pod_cgroup_path(uid: &str, qos: KubeQos, driver: CgroupDriver) -> PathBuf {
     match driver {
         CgroupDriver::Cgroupfs => {
             let mut p = PathBuf::from("kubepods");
             match qos {
-                PodQos::Guaranteed => {}
-                PodQos::Burstable => p.push("burstable"),
-                PodQos::BestEffort => p.push("besteffort"),
+                KubeQos::Guaranteed => {}
+                KubeQos::Burstable => p.push("burstable"),
+                KubeQos::BestEffort => p.push("besteffort"),
             }
             p.push(format!("pod{uid}"));
             p
@@ -68,12 +45,12 @@ pub fn pod_cgroup_path(uid: &str, qos: PodQos, driver: CgroupDriver) -> PathBuf 
             let u = uid.replace('-', "_");
             let mut p = PathBuf::from("kubepods.slice");
             match qos {
-                PodQos::Guaranteed => p.push(format!("kubepods-pod{u}.slice")),
-                PodQos::Burstable => {
+                KubeQos::Guaranteed => p.push(format!("kubepods-pod{u}.slice")),
+                KubeQos::Burstable => {
                     p.push("kubepods-burstable.slice");
                     p.push(format!("kubepods-burstable-pod{u}.slice"));
                 }
-                PodQos::BestEffort => {
+                KubeQos::BestEffort => {
                     p.push("kubepods-besteffort.slice");
                     p.push(format!("kubepods-besteffort-pod{u}.slice"));
                 }
@@ -89,7 +66,7 @@ pub struct PodCgroup {
     /// The driver whose layout matched.
     pub driver: CgroupDriver,
     /// The QoS class whose layout matched.
-    pub qos: PodQos,
+    pub qos: KubeQos,
     /// The pod's directory under each root where it exists.
     pub dirs: Vec<PathBuf>,
     /// Container cgroups inside the pod's directory (first root).
@@ -125,10 +102,10 @@ impl fmt::Display for PodCgroupNotFound {
 pub fn find_pod_cgroup(
     roots: &[PathBuf],
     uid: &str,
-    qos: Option<PodQos>,
+    qos: Option<KubeQos>,
 ) -> Result<PodCgroup, PodCgroupNotFound> {
     let mut tried = Vec::new();
-    let classes: Vec<PodQos> = qos.map_or_else(|| PodQos::ALL.to_vec(), |q| vec![q]);
+    let classes: Vec<KubeQos> = qos.map_or_else(|| KubeQos::ALL.to_vec(), |q| vec![q]);
     for driver in [CgroupDriver::Systemd, CgroupDriver::Cgroupfs] {
         for q in &classes {
             let rel = pod_cgroup_path(uid, *q, driver);
@@ -180,21 +157,21 @@ mod tests {
     #[test]
     fn layouts_of_both_drivers() {
         assert_eq!(
-            pod_cgroup_path(UID, PodQos::Burstable, CgroupDriver::Cgroupfs),
+            pod_cgroup_path(UID, KubeQos::Burstable, CgroupDriver::Cgroupfs),
             PathBuf::from(format!("kubepods/burstable/pod{UID}"))
         );
         assert_eq!(
-            pod_cgroup_path(UID, PodQos::Guaranteed, CgroupDriver::Cgroupfs),
+            pod_cgroup_path(UID, KubeQos::Guaranteed, CgroupDriver::Cgroupfs),
             PathBuf::from(format!("kubepods/pod{UID}"))
         );
         assert_eq!(
-            pod_cgroup_path(UID, PodQos::Burstable, CgroupDriver::Systemd),
+            pod_cgroup_path(UID, KubeQos::Burstable, CgroupDriver::Systemd),
             PathBuf::from(
                 "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod4c2a9d3e_1b7f_4e0a_9a51_0d6f2f6b1c9e.slice"
             )
         );
         assert_eq!(
-            pod_cgroup_path(UID, PodQos::Guaranteed, CgroupDriver::Systemd),
+            pod_cgroup_path(UID, KubeQos::Guaranteed, CgroupDriver::Systemd),
             PathBuf::from("kubepods.slice/kubepods-pod4c2a9d3e_1b7f_4e0a_9a51_0d6f2f6b1c9e.slice")
         );
     }
@@ -204,7 +181,7 @@ mod tests {
         let root = tree("daros-test-kubepods-v2-");
         let pod = root.path().join(pod_cgroup_path(
             UID,
-            PodQos::BestEffort,
+            KubeQos::BestEffort,
             CgroupDriver::Systemd,
         ));
         std::fs::create_dir_all(pod.join("cri-containerd-aaa.scope")).unwrap();
@@ -213,7 +190,7 @@ mod tests {
         // Unknown class: every layout is tried.
         let found = find_pod_cgroup(&[root.path().to_path_buf()], UID, None).unwrap();
         assert_eq!(found.driver, CgroupDriver::Systemd);
-        assert_eq!(found.qos, PodQos::BestEffort);
+        assert_eq!(found.qos, KubeQos::BestEffort);
         assert_eq!(found.dirs, std::slice::from_ref(&pod));
         assert_eq!(
             found.containers,
@@ -235,7 +212,7 @@ mod tests {
             std::fs::create_dir_all(
                 r.join(pod_cgroup_path(
                     UID,
-                    PodQos::Guaranteed,
+                    KubeQos::Guaranteed,
                     CgroupDriver::Cgroupfs,
                 ))
                 .join("c1"),
@@ -244,12 +221,12 @@ mod tests {
         }
         // Also a different pod in burstable, which must not match.
         std::fs::create_dir_all(roots[0].join("kubepods/burstable/podother")).unwrap();
-        let found = find_pod_cgroup(&roots, UID, Some(PodQos::Guaranteed)).unwrap();
+        let found = find_pod_cgroup(&roots, UID, Some(KubeQos::Guaranteed)).unwrap();
         assert_eq!(found.driver, CgroupDriver::Cgroupfs);
         assert_eq!(found.dirs.len(), 3);
         assert_eq!(found.containers.len(), 1);
         // With a wrong class it is not found, and the error lists the tries.
-        let err = find_pod_cgroup(&roots, UID, Some(PodQos::Burstable)).unwrap_err();
+        let err = find_pod_cgroup(&roots, UID, Some(KubeQos::Burstable)).unwrap_err();
         assert_eq!(err.tried.len(), 6);
         assert!(
             err.to_string()

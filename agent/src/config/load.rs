@@ -482,6 +482,19 @@ mod tests {
         load(&o).unwrap();
     }
 
+    /// The DaemonSet's agent.toml (packaging/kubernetes/configmap.yaml) is a
+    /// valid configuration with Kubernetes mode on.
+    #[test]
+    fn the_daemonset_configuration_loads() {
+        let yaml = include_str!("../../../packaging/kubernetes/configmap.yaml");
+        let cm: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
+        let text = cm["data"]["agent.toml"].as_str().unwrap();
+        let (_d, o) = with_file(text);
+        let c = load(&o).unwrap();
+        assert!(c.runtime.kubernetes_policies && !c.runtime.enabled);
+        assert_eq!(c.runtime.kubernetes_cgroup_root, "/");
+    }
+
     /// The example promises every key: each key of the defaults and the
     /// optional ones are named in it (set, or shown commented out), and its
     /// commented-out examples (`# key = value`) are valid values too (but

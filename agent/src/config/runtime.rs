@@ -39,6 +39,10 @@ pub struct RuntimeSection {
     pub kubernetes_node: Option<String>,
     /// The kubelet's `--cgroup-root`: where `kubepods` lives in each hierarchy.
     pub kubernetes_cgroup_root: String,
+    /// Kubernetes mode: enforce MinimalReservationPolicy and QoSProfile
+    /// objects on the pods bound to this node (API server as for
+    /// `kubernetes`; works with `enabled = false`). Needs QoS enforcement.
+    pub kubernetes_policies: bool,
     /// How workload shims start: `systemd` (transient units in `slice`,
     /// outside the agent's own sandbox), `direct` (forked by darosd, inside
     /// it), or `auto` (systemd when it runs the machine).
@@ -72,6 +76,7 @@ impl Default for RuntimeSection {
             kubeconfig: None,
             kubernetes_node: None,
             kubernetes_cgroup_root: "/".into(),
+            kubernetes_policies: false,
             launcher: LauncherChoice::Auto,
             slice: "daros.slice".into(),
         }
@@ -137,10 +142,10 @@ pub fn validate(r: &RuntimeSection) -> Result<(), ConfigError> {
             ),
         ));
     }
-    if r.kubeconfig.is_some() && !r.kubernetes {
+    if r.kubeconfig.is_some() && !r.kubernetes && !r.kubernetes_policies {
         return Err(ConfigError::invalid(
             "runtime.kubeconfig",
-            "is set but runtime.kubernetes is false",
+            "is set but neither runtime.kubernetes nor runtime.kubernetes_policies is on",
         ));
     }
     if let Some(n) = &r.kubernetes_node

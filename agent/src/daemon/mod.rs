@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod control;
+pub mod kubernetes;
 pub mod net;
 pub mod notify;
 pub mod qos;
@@ -333,6 +334,7 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     // The runtime executor runs this node's desired work; without it the
     // control plane accepts work and runs nothing (NoopExecutor, logged).
     let runtime = runtime::start(&cfg, &node_name, runtime_root, qos.clone()).await;
+    let kube_mode = kubernetes::start(&cfg, qos.as_ref(), stop_rx.clone()).await;
     let executor: Option<Arc<dyn crate::control::work::WorkExecutor>> = runtime
         .clone()
         .map(|e| e as Arc<dyn crate::control::work::WorkExecutor>);
@@ -440,6 +442,9 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     }
     if let Some(r) = qos_reconcile {
         let _ = tokio::time::timeout(grace, r).await;
+    }
+    if let Some(k) = kube_mode {
+        let _ = tokio::time::timeout(grace, k).await;
     }
     if let Some(c) = &control {
         c.shutdown().await;

@@ -14,6 +14,7 @@ pub mod facts;
 pub mod knob;
 pub mod mapping;
 pub mod metrics;
+pub mod pod_enforcer;
 pub mod protect;
 pub mod report;
 pub mod service;

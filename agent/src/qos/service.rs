@@ -220,7 +220,8 @@ impl QosService {
         self.root.path()
     }
 
-    fn backend(&self) -> &AnyBackend {
+    /// The cgroup backend of the managed root (and of every hierarchy).
+    pub fn backend(&self) -> &AnyBackend {
         self.root.backend()
     }
 

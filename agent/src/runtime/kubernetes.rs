@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use daros_adapters::kubernetes::cgroup::{PodQos, find_pod_cgroup};
+use daros_adapters::kubernetes::cgroup::{KubeQos, find_pod_cgroup};
 use daros_adapters::kubernetes::{KubernetesAdapter, KubernetesAdapterConfig};
 use daros_adapters::{RuntimeDetail, WorkloadStatus};
 
@@ -64,13 +64,13 @@ pub fn default_node_name() -> String {
 }
 
 /// The pod's UID and Kubernetes QoS class from its status, once it has them.
-pub fn pod_identity(st: &WorkloadStatus) -> Option<(String, Option<PodQos>)> {
+pub fn pod_identity(st: &WorkloadStatus) -> Option<(String, Option<KubeQos>)> {
     match &st.detail {
         RuntimeDetail::Kubernetes {
             uid: Some(uid),
             qos_class,
             ..
-        } => Some((uid.clone(), qos_class.as_deref().and_then(PodQos::parse))),
+        } => Some((uid.clone(), qos_class.as_deref().and_then(KubeQos::parse))),
         _ => None,
     }
 }
@@ -81,7 +81,7 @@ pub fn pod_cgroup(
     backend: &impl CgroupBackend,
     cgroup_root: &str,
     uid: &str,
-    qos: Option<PodQos>,
+    qos: Option<KubeQos>,
 ) -> Result<CgroupPath, String> {
     let base = CgroupPath::new(cgroup_root).map_err(|e| e.to_string())?;
     let roots: Vec<PathBuf> = backend.dirs(&base).into_iter().map(|d| d.path).collect();
