@@ -4,7 +4,7 @@
 # stripped (their debug info kept apart, linked by .gnu_debuglink), the
 # shared libraries they load, and nothing else.
 #
-#   sudo ./scripts/build-image.sh [--profile release|dev] [--out DIR] [--check]
+#   sudo ./scripts/build-image.sh [--profile release|dev] [--out DIR] [--check] [--no-build]
 #
 # Output (DIR defaults to target/image):
 #   DIR/oci            OCI image layout, tag 0.1.0 (the DaemonSet's image)
@@ -14,7 +14,8 @@
 #   (containerd: skopeo copy ... oci-archive:darosd.tar, then ctr -n k8s.io images import)
 # --check unpacks the image again with umoci and runs `darosd --version` and
 # `darosctl caps` from its root filesystem (chroot in a new mount namespace
-# with the host's /proc, /sys and /dev), as CI does.
+# with the host's /proc, /sys and /dev), as CI does. --no-build takes the
+# binaries already in target/<profile> (CI: those its test step built).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
@@ -22,11 +23,13 @@ need_root "$@"
 PROFILE=release
 OUT="$REPO/target/image"
 CHECK=false
+BUILD=true
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) PROFILE="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --check) CHECK=true; shift ;;
+        --no-build) BUILD=false; shift ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
     esac
 done
@@ -41,11 +44,13 @@ VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)"
 TAG="$VERSION"
 BINS=(darosd darosctl daros-shim)
 
-say "building ${BINS[*]} ($PROFILE profile)"
-# One invocation: two would unify features differently and build most of
-# the workspace twice.
-(cd "$REPO" && cargo build -q --profile "$PROFILE" -p daros-agent -p daros-adapters \
-    --bin darosd --bin darosctl --bin daros-shim)
+if $BUILD; then
+    say "building ${BINS[*]} ($PROFILE profile)"
+    # One invocation: two would unify features differently and build most of
+    # the workspace twice.
+    (cd "$REPO" && cargo build -q --profile "$PROFILE" -p daros-agent -p daros-adapters \
+        --bin darosd --bin darosctl --bin daros-shim)
+fi
 
 rm -rf "$OUT"
 STAGE="$OUT/rootfs"
