@@ -67,6 +67,23 @@ pub fn pass(p: &Picture, enforcer: &dyn PodEnforcer) -> PassResult {
         seen.insert(pod.uid.clone());
         let ns = p.namespaces.get(&pod.namespace).unwrap_or(&empty);
         let res = resolve(pod, ns, &p.policies, &p.profiles);
+        if let Some(won) = res.policy() {
+            // Conflicts are reported where the losing policy's owner looks.
+            for lost in p.policies.iter().filter(|q| {
+                q.metadata.name.as_deref() != Some(won)
+                    && q.spec.selects(&pod.namespace, ns, &pod.labels)
+            }) {
+                if let Some(name) = &lost.metadata.name {
+                    let st = out.statuses.entry(name.clone()).or_default();
+                    if st.reasons.len() < MAX_REASONS {
+                        st.reasons.push(format!(
+                            "{}: not applied, policy {won} also selects it and wins (higher priority, then name)",
+                            pod.key()
+                        ));
+                    }
+                }
+            }
+        }
         let release = |out: &mut PassResult| {
             if enforced.contains_key(&pod.uid) {
                 match enforcer.release(&pod.uid) {
@@ -244,6 +261,7 @@ mod tests {
         assert_eq!(r.statuses["mem"].degraded, 1);
         assert_eq!(r.statuses["mem"].reasons, ["shop/b: memory.min: v1"]);
         assert_eq!(r.statuses["idle"], NodeStatus::default());
+
         // A second pass changes nothing (no flapping).
         let r = pass(&pic, &e);
         assert_eq!((r.applied, r.released), (0, 0));
@@ -256,5 +274,30 @@ mod tests {
         assert_eq!(r.released, 2);
         assert!(e.held.lock().unwrap().is_empty());
         assert!(!e.calls.lock().unwrap().iter().any(|c| c.ends_with(" c")));
+    }
+
+    #[test]
+    fn a_losing_policy_says_which_one_won() {
+        let e = Recording::default();
+        let pic = Picture {
+            pods: vec![pod("a", "shop")],
+            policies: vec![
+                policy("wide", json!({"floors": {"cpu": "50m"}, "priority": -1})),
+                policy(
+                    "narrow",
+                    json!({"namespaces": ["shop"], "floors": {"cpu": "100m"}}),
+                ),
+            ],
+            ..Picture::default()
+        };
+        let r = pass(&pic, &e);
+        assert_eq!(r.statuses["narrow"].enforced, 1);
+        assert_eq!(r.statuses["wide"].enforced, 0);
+        assert_eq!(
+            r.statuses["wide"].reasons,
+            [
+                "shop/a: not applied, policy narrow also selects it and wins (higher priority, then name)"
+            ]
+        );
     }
 }
