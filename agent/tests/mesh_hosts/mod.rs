@@ -30,6 +30,8 @@ pub struct Host {
     pub root: TestRoot,
     /// Test timing (fast gossip and elections) instead of the defaults.
     pub fast: bool,
+    /// More `[mesh]` keys (a bench's raft timing), after the others.
+    pub mesh_extra: String,
 }
 
 impl Host {
@@ -58,10 +60,11 @@ impl Host {
             format!(
                 "[agent]\nnode_name = \"{}\"\n[net]\nenabled = false\n[metrics]\nlisten = \"{ip}:9464\"\n[mesh]\n\
                  role = \"{role}\"\nrpc_listen = \"{ip}:7100\"\ngossip_listen = \"{ip}:7000\"\n{seeds}\
-                 {timing}dispatch_interval = \"1s\"\n[mesh.labels]\nhost = \"{}\"\n",
+                 {timing}dispatch_interval = \"1s\"\n{extra}[mesh.labels]\nhost = \"{}\"\n",
                 self.name,
                 self.name,
-                ip = self.ip
+                ip = self.ip,
+                extra = self.mesh_extra
             ),
         )
         .unwrap();
@@ -85,7 +88,7 @@ impl Host {
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net=/run/netns/{}", self.ns))
             .arg("--")
-            .arg(env!("CARGO_BIN_EXE_darosd"))
+            .arg(darosd_binary())
             .arg("--config")
             .arg(&cfg)
             .arg("--socket")
@@ -154,6 +157,14 @@ impl Drop for Host {
     }
 }
 
+/// The darosd to run: `DAROS_TEST_DAROSD` (a bench's release build) or the
+/// one cargo built for the tests.
+pub fn darosd_binary() -> PathBuf {
+    std::env::var_os("DAROS_TEST_DAROSD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_darosd")))
+}
+
 pub fn hosts(net: &TestNet, dir: &Path, n: usize) -> Vec<Host> {
     (0..n)
         .map(|k| {
@@ -169,6 +180,7 @@ pub fn hosts(net: &TestNet, dir: &Path, n: usize) -> Vec<Host> {
                 child: None,
                 root: TestRoot::new(&format!("multi-{name}")),
                 fast: true,
+                mesh_extra: String::new(),
             }
         })
         .collect()
@@ -213,6 +225,15 @@ pub fn form_with(spare: usize) -> (TestNet, tempfile::TempDir, Vec<Host>) {
 
 /// [`form_with`], with test timing (`fast`) or darosd's default timing.
 pub fn form_opts(spare: usize, fast: bool) -> (TestNet, tempfile::TempDir, Vec<Host>) {
+    form_custom(spare, fast, "")
+}
+
+/// [`form_opts`] with more `[mesh]` keys for every host (`mesh_extra`).
+pub fn form_custom(
+    spare: usize,
+    fast: bool,
+    mesh_extra: &str,
+) -> (TestNet, tempfile::TempDir, Vec<Host>) {
     if let Err(e) = daros_gossip::testing::netns::available() {
         panic!("network namespaces are required for this test: {e}");
     }
@@ -221,6 +242,7 @@ pub fn form_opts(spare: usize, fast: bool) -> (TestNet, tempfile::TempDir, Vec<H
     let mut hs = hosts(&net, dir.path(), 3 + spare);
     for h in &mut hs {
         h.fast = fast;
+        h.mesh_extra = mesh_extra.to_string();
     }
     let seed = format!("{}:7000", hs[0].ip);
     let server = format!("{}:7100", hs[0].ip);
