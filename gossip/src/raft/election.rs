@@ -5,8 +5,8 @@
 //! misses a heartbeat or two deposes a healthy leader (term +2, writes refused
 //! for half a second); and a leader cut off from its quorum keeps reporting
 //! itself leader. What the pinned version offers and is used here: the
-//! followers' leader lease (a vote request within `election_max` of the last
-//! heartbeat is refused), `runtime_config().elect(false)` to switch its own
+//! followers' leader lease (a vote request within its `election_timeout_max`,
+//! set to our `election_min`, of the last heartbeat is refused), `runtime_config().elect(false)` to switch its own
 //! election timer off, `trigger().elect()` to campaign on demand, and
 //! `millis_since_quorum_ack` on the leader.
 //!
@@ -61,23 +61,22 @@ pub(crate) struct PreVoteResponse {
 }
 
 impl RaftTiming {
-    /// openraft's leader lease on followers: no vote within this of a heartbeat.
+    /// The followers' leader lease: no vote (nor pre-vote) within this of a
+    /// heartbeat. It is the bottom of the election range, as etcd's
+    /// CheckQuorum lease is its base election timeout; openraft's lease (its
+    /// `election_timeout_max`, its own timer being off) is set to it.
     pub fn lease_ms(&self) -> u64 {
-        self.election_max_ms
+        self.election_min_ms
     }
 
-    /// Range of the pre-vote timeout: past the lease by a heartbeat, so that the
-    /// other voters' leases (they heard the same last heartbeat, give or take one)
-    /// have expired when the real vote comes.
+    /// Range of the pre-vote timeout: the election range moved up by a
+    /// heartbeat, so that the other voters' leases (they heard the same last
+    /// heartbeat, give or take one) have expired when the real vote comes.
+    /// (It started past `election_max`, openraft's default lease: failover
+    /// then took 2.5× etcd's at the same timing, docs/benchmarks.md.)
     pub fn prevote_timeout_ms(&self) -> (u64, u64) {
-        let lo = self.election_max_ms + self.heartbeat_ms;
-        (
-            lo,
-            lo + self
-                .election_max_ms
-                .saturating_sub(self.election_min_ms)
-                .max(1),
-        )
+        let lo = self.election_min_ms + self.heartbeat_ms;
+        (lo, (self.election_max_ms + self.heartbeat_ms).max(lo + 1))
     }
 
     /// A leader not acknowledged by a quorum for this long stops leading.

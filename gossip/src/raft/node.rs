@@ -103,8 +103,13 @@ impl<S: ReplicatedState> RaftNode<S> {
         let config = Config {
             cluster_name: "daros".into(),
             heartbeat_interval: timing.heartbeat_ms,
-            election_timeout_min: timing.election_min_ms,
-            election_timeout_max: timing.election_max_ms,
+            // openraft's own election timer is off (election.rs drives
+            // elections); its `election_timeout_max` is the followers' lease.
+            election_timeout_min: timing
+                .lease_ms()
+                .saturating_sub(1)
+                .max(timing.heartbeat_ms + 1),
+            election_timeout_max: timing.lease_ms().max(timing.heartbeat_ms + 2),
             max_payload_entries: 64,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
             snapshot_max_chunk_size: 512 * 1024,
