@@ -197,12 +197,18 @@ pub async fn run(
     }
 }
 
-/// Policies' names by generation, for the status (`observedGeneration`).
+/// Each policy's generation (for `observedGeneration`) and UID (a policy
+/// deleted and created again under its name is a new object), by name.
 pub(crate) fn generations(
     policies: &[Arc<MinimalReservationPolicy>],
-) -> BTreeMap<String, Option<i64>> {
+) -> BTreeMap<String, (Option<i64>, Option<String>)> {
     policies
         .iter()
-        .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.generation)))
+        .filter_map(|p| {
+            Some((
+                p.metadata.name.clone()?,
+                (p.metadata.generation, p.metadata.uid.clone()),
+            ))
+        })
         .collect()
 }

@@ -28,7 +28,8 @@ pub(super) struct Reporter {
     client: Client,
     node: String,
     recorder: Recorder,
-    written: BTreeMap<String, (NodeStatus, Option<i64>)>,
+    // What was last written per policy: the status, its generation and UID.
+    written: BTreeMap<String, (NodeStatus, Option<i64>, Option<String>)>,
     told: BTreeMap<String, Vec<String>>,
 }
 
@@ -59,8 +60,8 @@ impl Reporter {
         let api = Api::<MinimalReservationPolicy>::all(self.client.clone());
         self.written.retain(|name, _| gens.contains_key(name));
         for (name, st) in &r.statuses {
-            let generation = gens.get(name).copied().flatten();
-            let now = (st.clone(), generation);
+            let (generation, uid) = gens.get(name).cloned().unwrap_or_default();
+            let now = (st.clone(), generation, uid);
             if self.written.get(name) == Some(&now) {
                 continue;
             }
