@@ -297,6 +297,47 @@ fn summarize(lat_us: Vec<u64>, secs: f64, cpu_ticks: u64) -> Load {
     }
 }
 
+/// `conc` clients each writing with `put(n)` back to back for `secs`
+/// seconds; the latencies (µs) of the acknowledged writes.
+async fn closed_loop<F, Fut>(conc: u64, secs: u64, put: F) -> Vec<u64>
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    let end = Instant::now() + Duration::from_secs(secs);
+    let seq = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..conc)
+        .map(|_| {
+            let (seq, put) = (seq.clone(), put.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                while Instant::now() < end {
+                    let t = Instant::now();
+                    if put(seq.fetch_add(1, Ordering::Relaxed)).await {
+                        lat.push(t.elapsed().as_micros() as u64);
+                    }
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+/// Runs `load` (returning latencies) and summarizes it with the CPU `pids`
+/// used above their idle rate, measured just before.
+fn measured(pids: &[u32], secs: u64, load: impl FnOnce() -> Vec<u64>) -> Load {
+    let idle = idle_ticks(pids, Duration::from_secs(secs));
+    let t0: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
+    let lat = load();
+    let cpu = (pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>() - t0).saturating_sub(idle);
+    summarize(lat, secs as f64, cpu)
+}
+
 #[test]
 fn raft_beside_etcd_failover_and_writes() {
     require_root();
@@ -375,80 +416,37 @@ fn raft_beside_etcd_failover_and_writes() {
             .iter()
             .filter_map(|h| h.child.as_ref().map(Child::id))
             .collect();
-        let idle = idle_ticks(&pids, Duration::from_secs(secs));
-        let t0: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
-        let seq = Arc::new(AtomicU64::new(conc * 1_000_000));
         let socket = hs[li].socket.clone();
-        let lat = rt.block_on(async {
-            let end = Instant::now() + Duration::from_secs(secs);
-            let tasks: Vec<_> = (0..conc)
-                .map(|_| {
-                    let (seq, socket) = (seq.clone(), socket.clone());
-                    tokio::spawn(async move {
-                        let c = Client::new(&socket);
-                        let mut lat = Vec::new();
-                        while Instant::now() < end {
-                            let n = seq.fetch_add(1, Ordering::Relaxed);
-                            let t = Instant::now();
-                            if daros_put(&c, n).await {
-                                lat.push(t.elapsed().as_micros() as u64);
-                            }
-                        }
-                        lat
-                    })
-                })
-                .collect();
-            let mut all = Vec::new();
-            for t in tasks {
-                all.extend(t.await.unwrap());
-            }
-            all
+        let d = measured(&pids, secs, || {
+            rt.block_on(closed_loop(conc, secs, move |n| {
+                let c = Client::new(&socket);
+                // Tenant names unique across the levels.
+                async move { daros_put(&c, conc * 1_000_000 + n).await }
+            }))
         });
-        let cpu: u64 = (pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>() - t0).saturating_sub(idle);
-        let d = summarize(lat, secs as f64, cpu);
         // etcd
         let pids: Vec<u32> = es.iter().filter_map(Etcd::pid).collect();
-        let idle = idle_ticks(&pids, Duration::from_secs(secs));
-        let t0: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
         let urls2 = urls.clone();
-        let lat = in_netns(&ns0, move |c| {
-            Box::pin(async move {
-                // The leader's client URL.
-                let mut leader_url = urls2[0].clone();
-                for u in &urls2 {
-                    if let Some((me, l)) = etcd_status(&c, u).await
-                        && me == l
-                    {
-                        leader_url = u.clone();
+        let e = measured(&pids, secs, || {
+            in_netns(&ns0, move |c| {
+                Box::pin(async move {
+                    // The leader's client URL.
+                    let mut leader_url = urls2[0].clone();
+                    for u in &urls2 {
+                        if let Some((me, l)) = etcd_status(&c, u).await
+                            && me == l
+                        {
+                            leader_url = u.clone();
+                        }
                     }
-                }
-                let end = Instant::now() + Duration::from_secs(secs);
-                let seq = Arc::new(AtomicU64::new(0));
-                let tasks: Vec<_> = (0..conc)
-                    .map(|_| {
-                        let (c, url, seq) = (c.clone(), leader_url.clone(), seq.clone());
-                        tokio::spawn(async move {
-                            let mut lat = Vec::new();
-                            while Instant::now() < end {
-                                let n = seq.fetch_add(1, Ordering::Relaxed);
-                                let t = Instant::now();
-                                if etcd_put(&c, &url, &format!("bench/{conc}/{n}")).await {
-                                    lat.push(t.elapsed().as_micros() as u64);
-                                }
-                            }
-                            lat
-                        })
+                    closed_loop(conc, secs, move |n| {
+                        let (c, url) = (c.clone(), leader_url.clone());
+                        async move { etcd_put(&c, &url, &format!("bench/{conc}/{n}")).await }
                     })
-                    .collect();
-                let mut all = Vec::new();
-                for t in tasks {
-                    all.extend(t.await.unwrap());
-                }
-                all
+                    .await
+                })
             })
         });
-        let cpu: u64 = (pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>() - t0).saturating_sub(idle);
-        let e = summarize(lat, secs as f64, cpu);
         assert!(
             d.writes > 0 && e.writes > 0,
             "no write acknowledged at {conc} clients"
