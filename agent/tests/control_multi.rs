@@ -803,10 +803,13 @@ fn metrics_follow_the_leader_through_a_kill() {
         (l != leader).then_some(l)
     });
     for &i in &survivors {
+        let leading = hs[i].name == new_leader;
+        // The coordinator view is refreshed every second: the new leader's page
+        // carries it once its first refresh after taking over has run.
         let b = page(&hs[i], "a leader change in /metrics", &|b| {
             common::metric_value(b, "daros_raft_leader_changes_total").is_some_and(|n| n >= 1.0)
+                && (!leading || b.contains("daros_nodes{"))
         });
-        let leading = hs[i].name == new_leader;
         assert_eq!(
             b.contains("daros_nodes{"),
             leading,
