@@ -163,7 +163,14 @@ fn the_installed_unit_is_hardened_and_workloads_run_outside_its_sandbox() {
     let spec = "/tmp/sleeper.yaml";
     std::fs::write(spec, APP).unwrap();
     darosctl(&format!("apply -f {spec}"));
-    let pid = wait_for("the workload running", || workload_pids().first().copied());
+    // The workload once it is the sleeper: before its exec the process in the
+    // cgroup is the shim's child still setting the baseline up.
+    let pid = wait_for("the workload running", || {
+        workload_pids().into_iter().find(|p| {
+            std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|e| e.file_name().is_some_and(|n| n == "sleep"))
+        })
+    });
     // The workload: the user its spec names, none of the agent's sandbox —
     // only the security baseline's own confinement (docs/security.md): the
     // default capability set rather than the agent's, no_new_privs, and

@@ -11,8 +11,22 @@ use std::time::{Duration, Instant};
 
 /// Kernel command line. `psi=1` keeps PSI on should a kernel build default it off;
 /// `cgroup_no_v1=all` makes cgroup2 the only cgroup hierarchy the guest can mount.
+/// A soft lockup panics the guest at once (instead of the job hanging until the
+/// timeout) after backtracing every CPU, and the panic replays the whole kernel
+/// log on the console (`panic_print=0x20`), whose level otherwise hides the stacks.
 pub const KERNEL_CMDLINE: &str = "console=ttyS0 rdinit=/init quiet loglevel=1 panic=-1 reboot=t oops=panic \
-     mitigations=off tsc=reliable psi=1 cgroup_no_v1=all";
+     mitigations=off tsc=reliable psi=1 cgroup_no_v1=all \
+     softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x20";
+
+/// The kernel command line with `extra` (`DAROS_VM_KERNEL_ARGS`, e.g.
+/// `loglevel=7 softlockup_panic=1` to see a hang's stack on the console) appended:
+/// a later parameter wins.
+pub fn kernel_cmdline(extra: Option<&str>) -> String {
+    match extra.map(str::trim).filter(|e| !e.is_empty()) {
+        Some(e) => format!("{KERNEL_CMDLINE} {e}"),
+        None => KERNEL_CMDLINE.to_string(),
+    }
+}
 
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
@@ -84,7 +98,8 @@ impl QemuConfig {
         .arg(&self.vmlinux)
         .arg("-initrd")
         .arg(&self.initramfs)
-        .args(["-append", KERNEL_CMDLINE])
+        .arg("-append")
+        .arg(kernel_cmdline(std::env::var("DAROS_VM_KERNEL_ARGS").ok().as_deref()))
         .args([
             "-fsdev",
             "local,id=r,path=/,readonly=on,security_model=none,multidevs=remap",
@@ -302,6 +317,14 @@ mod tests {
             assert!(line.contains(want), "missing {want:?} in {line}");
         }
         assert!(!line.contains("kvm"), "no KVM path: {line}");
+    }
+
+    #[test]
+    fn extra_kernel_arguments_come_after_the_recipe() {
+        assert_eq!(kernel_cmdline(None), KERNEL_CMDLINE);
+        assert_eq!(kernel_cmdline(Some("  ")), KERNEL_CMDLINE);
+        let line = kernel_cmdline(Some("loglevel=7"));
+        assert!(line.starts_with(KERNEL_CMDLINE) && line.ends_with(" loglevel=7"), "{line}");
     }
 
     #[test]
