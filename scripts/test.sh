@@ -36,7 +36,7 @@ vm_systemd_tests() {
     cargo build -q -p daros-bpf-tests --bin daros-vmtest &&
     cargo build -q -p daros-adapters --bin daros-shim &&
     target/debug/daros-vmtest prepare &&
-    target/debug/daros-vmtest cargo-test --systemd --no-disk --timeout 600 -p daros-agent \
+    target/debug/daros-vmtest cargo-test --systemd --timeout 600 -p daros-agent \
         --test systemd_vm
 }
 

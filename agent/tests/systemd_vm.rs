@@ -160,6 +160,17 @@ fn the_installed_unit_is_hardened_and_workloads_run_outside_its_sandbox() {
     assert_eq!(net["network"]["available"], true, "{net}\n{}", journal());
     assert_eq!(net["runqueue"]["available"], true, "{net}\n{}", journal());
 
+    // iocost on the VM's disk (the kernel's model: the state directory is on
+    // the VM's tmpfs overlay, no disk to measure), through the sandbox.
+    let caps: Value = serde_json::from_str(&darosctl("-o json caps")).unwrap();
+    assert_eq!(caps["io_cost"]["available"], true, "{}", caps["io_cost"]);
+    assert_eq!(
+        caps["io_cost"]["disks"][0]["model_source"]["source"],
+        "kernel"
+    );
+    let vda = iocost_line();
+    assert!(vda.contains("enable=1"), "{vda}\n{}", journal());
+
     let spec = "/tmp/sleeper.yaml";
     std::fs::write(spec, APP).unwrap();
     darosctl(&format!("apply -f {spec}"));
@@ -216,4 +227,17 @@ fn the_installed_unit_is_hardened_and_workloads_run_outside_its_sandbox() {
         units.trim().is_empty().then_some(())
     });
     ok("systemctl stop darosd");
+    let vda = iocost_line();
+    assert!(vda.contains("enable=0"), "iocost restored at stop: {vda}");
+}
+
+/// The VM disk's line of the root's `io.cost.qos`.
+fn iocost_line() -> String {
+    let dev = std::fs::read_to_string("/sys/block/vda/dev").unwrap();
+    std::fs::read_to_string("/sys/fs/cgroup/io.cost.qos")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(&format!("{} ", dev.trim())))
+        .unwrap_or_default()
+        .to_string()
 }

@@ -39,9 +39,9 @@ fn qos_enforcement_holds_floors_on_a_cgroup_v2_kernel() {
     eprintln!("--- stdout\n{stdout}\n--- stderr\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "QoS tests failed in the VM");
     // Every guest test ran (none filtered, none left ignored).
-    assert!(stdout.contains("running 7 tests"), "{stdout}");
+    assert!(stdout.contains("running 8 tests"), "{stdout}");
     assert!(
-        stdout.contains("test result: ok. 7 passed; 0 failed; 0 ignored"),
+        stdout.contains("test result: ok. 8 passed; 0 failed; 0 ignored"),
         "{stdout}"
     );
 }

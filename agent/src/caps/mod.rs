@@ -50,6 +50,7 @@ pub fn probe(layout: &CgroupLayout, gpu: Feature) -> Capabilities {
         bpf,
         gpu,
         datapath: Default::default(),
+        io_cost: Default::default(),
         summary,
     }
 }

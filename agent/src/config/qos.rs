@@ -42,6 +42,24 @@ pub struct QosSection {
     /// Ingress bandwidth network floors may add up to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_ingress_capacity: Option<BytesPerSec>,
+    /// The kernel's proportional IO control (iocost) on the node's disks.
+    pub io_cost: IoCostMode,
+}
+
+/// `[qos] io_cost`: what the agent does with blk-iocost (cgroup v2 only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoCostMode {
+    /// Enable iocost on every disk; the disk holding the data directory gets a
+    /// model measured once (a few seconds of direct IO, cached), which also
+    /// gives IO floors their capacity; other disks the kernel's model.
+    #[default]
+    Measure,
+    /// Enable iocost with the kernel's built-in model on every disk.
+    Kernel,
+    /// Leave iocost as it is (`io.weight` then does nothing unless the operator
+    /// enabled iocost; IO floors rely on the protection loop's `io.max`).
+    Off,
 }
 
 impl Default for QosSection {
@@ -61,6 +79,7 @@ impl Default for QosSection {
             io_write_capacity: None,
             network_egress_capacity: None,
             network_ingress_capacity: None,
+            io_cost: IoCostMode::default(),
         }
     }
 }

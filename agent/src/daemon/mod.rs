@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod control;
+pub mod iocost;
 pub mod kubernetes;
 pub mod net;
 pub mod notify;
@@ -295,9 +296,13 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
                 )
             }
         };
+    // Before the QoS service: its facts and IO floor capacity follow iocost.
+    let io_cost = iocost::start(&cfg, &layout);
     let mut caps = caps::probe(&layout, gpu_feature);
     caps.datapath = datapath.caps();
     caps.summary.extend(net::summary(&caps.datapath));
+    caps.summary.push(io_cost.summary());
+    caps.io_cost = io_cost.caps.clone();
     caps.cgroup.managed_root = Some(ManagedRootCaps {
         path: managed_root.to_string(),
         dirs,
@@ -313,7 +318,9 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
         .map_err(startup("starting the sampler"))?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let qos = qos::start(&net::qos_config(&cfg), managed.clone());
+    let mut qos_cfg = net::qos_config(&cfg);
+    io_cost.fill_capacity(&mut qos_cfg);
+    let qos = qos::start(&qos_cfg, managed.clone());
     let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
     // The QoS report says what the datapath does for network bounds.
@@ -453,6 +460,8 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
         // Holds are released so no workload stays throttled without the agent.
         q.shutdown();
     }
+    // The disks' iocost settings as they were before the agent.
+    io_cost.restore();
     // Floor caps are lifted; class limits, counting and attachments stay pinned.
     datapath.shutdown();
     handle.stop();

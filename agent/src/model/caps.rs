@@ -21,6 +21,9 @@ pub struct Capabilities {
     /// The agent's eBPF datapath as it started (network, run-queue, floors).
     #[serde(default)]
     pub datapath: DatapathCaps,
+    /// The kernel's proportional IO control on the node's disks, as darosd set it up.
+    #[serde(default)]
+    pub io_cost: IoCostCaps,
     /// One line per fact, for people.
     pub summary: Vec<String>,
 }
@@ -125,6 +128,28 @@ pub struct BpfCaps {
     pub kprobes: Feature,
     /// Relevant capabilities held by the agent (`CAP_BPF`, ...).
     pub capabilities: Vec<String>,
+}
+
+/// blk-iocost on the node's disks (`[qos] io_cost`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IoCostCaps {
+    /// iocost is on for at least one disk.
+    pub available: bool,
+    /// What was done, or why not.
+    pub detail: String,
+    /// Each disk as the kernel reports it after the agent's changes.
+    #[serde(default)]
+    pub disks: Vec<daros_iocost::DiskCost>,
+}
+
+impl Default for IoCostCaps {
+    fn default() -> Self {
+        IoCostCaps {
+            available: false,
+            detail: "not set up (only darosd does)".into(),
+            disks: Vec::new(),
+        }
+    }
 }
 
 /// The eBPF datapath, as darosd started it.

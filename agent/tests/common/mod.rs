@@ -339,11 +339,22 @@ pub struct Daemon {
 impl Daemon {
     /// Starts darosd with `extra` arguments and environment.
     pub fn start(managed_root: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_in(managed_root, None, extra, env)
+    }
+
+    /// As `start`, with the data directory at `data` (else in the temporary directory).
+    pub fn start_in(
+        managed_root: &str,
+        data: Option<&Path>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agent.sock");
         let log = dir.path().join("darosd.log");
         let pins = TestPins::new("daemon");
-        let mut cmd = darosd_command(&socket, &dir.path().join("data"), managed_root, &log, &pins);
+        let data = data.map_or_else(|| dir.path().join("data"), Path::to_path_buf);
+        let mut cmd = darosd_command(&socket, &data, managed_root, &log, &pins);
         cmd.args(["--log-level", "info"])
             .args(extra)
             .envs(env.iter().copied());
@@ -390,11 +401,24 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// SIGTERM first, so the agent restores what it changed (holds, iocost)
+    /// before the next test; SIGKILL if it has not stopped within 10 s.
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
         }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -99,7 +99,9 @@ impl QemuConfig {
         .arg("-initrd")
         .arg(&self.initramfs)
         .arg("-append")
-        .arg(kernel_cmdline(std::env::var("DAROS_VM_KERNEL_ARGS").ok().as_deref()))
+        .arg(kernel_cmdline(
+            std::env::var("DAROS_VM_KERNEL_ARGS").ok().as_deref(),
+        ))
         .args([
             "-fsdev",
             "local,id=r,path=/,readonly=on,security_model=none,multidevs=remap",
@@ -324,7 +326,10 @@ mod tests {
         assert_eq!(kernel_cmdline(None), KERNEL_CMDLINE);
         assert_eq!(kernel_cmdline(Some("  ")), KERNEL_CMDLINE);
         let line = kernel_cmdline(Some("loglevel=7"));
-        assert!(line.starts_with(KERNEL_CMDLINE) && line.ends_with(" loglevel=7"), "{line}");
+        assert!(
+            line.starts_with(KERNEL_CMDLINE) && line.ends_with(" loglevel=7"),
+            "{line}"
+        );
     }
 
     #[test]
