@@ -428,17 +428,18 @@ fn io_floor_holds_with_the_protection_loop_and_is_lost_without_it() {
             .success();
         assert!(ok);
     }
-    // The floor: 30% of what the GP reads alone. TCG speed follows the host's load, and
-    // the guest's own CPU work (the loop's ticks while it holds) slows the emulated disk:
-    // a protected GP has read 34-49% of a solo rate taken seconds before, an unprotected
-    // one 13-24%.
+    // The floor: half of what the GP reads alone, as in the isolation benchmark
+    // (isolation_vm.rs). It was lowered to 30 % while the loop kept IO holds for as long
+    // as the GP "stalled" (IO pressure counts every synchronous wait): a protected GP then
+    // read 34-49 % of its solo rate. With IO judged on throughput it reads 63-80 %, an
+    // unprotected one 13-24 %.
     let solo = {
         let p = Phase::new("qos-io-solo", None);
         p.t.workload("gp");
         let _gp = io_gp(&p, &gp_file);
         io_rate(&p.dir("gp"), &dev, 3)
     };
-    let floor = (solo * 0.3) as u64;
+    let floor = (solo * 0.5) as u64;
     // The hog keeps 24 MiB of reads in flight against the GP's one: without the loop it
     // leaves the GP a quarter to a third of what it reads alone.
     let hog_cmd = format!(

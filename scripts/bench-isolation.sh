@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The isolation benchmark (issue 14) in the cgroup-v2 VM: a protected workload
+# at a fixed target load (its floor) beside a hog, per second achieved ÷
+# target, mean / p5 / p1, and the hog's throughput kept — under darosd and on
+# plain cgroups at darosd's weights, in one VM run. CI runs a 6-second version
+# (bpf-tests/tests/vm_isolation.rs); this is the longer run for
+# docs/benchmarks.md ("Isolation").
+#   sudo ./scripts/bench-isolation.sh [SECONDS_PER_RUN]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need_root "$@"
+SECS="${1:-30}"
+ensure_rust
+cd "$REPO"
+export CARGO_INCREMENTAL=0
+cargo build -q -p daros-bpf-tests --bin daros-vmtest
+target/debug/daros-vmtest prepare >/dev/null
+say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+target/debug/daros-vmtest cargo-test --timeout 1500 --disk-mib 512 --env "DAROS_ISOLATION_SECS=$SECS" \
+    -p daros-agent --test isolation_vm -- --ignored --show-output 2>&1 | grep '^ISOLATION'
+say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
