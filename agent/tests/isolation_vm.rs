@@ -202,8 +202,11 @@ const CPU_FLOOR: f64 = 1.0;
 /// CPU: the protected workload spins one worker (one of the two vCPUs, its
 /// floor); the hog is Burstable with a larger request (so a larger weight) and
 /// spins eight.
-fn cpu(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
-    let t = TestRoot::new(&format!("iso-cpu-{setup}"));
+/// `dedicated`: the GP asks for its core as a dedicated one (`--dedicated-cpus
+/// 1`), so darosd takes it out of the other workloads' cpuset (the shared pool,
+/// as the kubelet's static CPU manager does).
+fn cpu(setup: &'static str, copy: Option<&Weights>, dedicated: bool) -> (Outcome, Weights) {
+    let t = TestRoot::new(&format!("iso-cpu-{}", setup.replace('+', "-")));
     t.workload("gp");
     t.workload("hog");
     let (gp, hog) = (cgroup(&t, "gp"), cgroup(&t, "hog"));
@@ -217,18 +220,19 @@ fn cpu(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     let target = gp_alone.min(CPU_FLOOR);
     let d = copy.is_none().then(|| daemon(&t));
     if let Some(d) = &d {
-        qos_set(
-            d,
-            &[
-                "gp",
-                "--class",
-                "GuaranteedPro",
-                "--cpu-min",
-                "1",
-                "--mem-min",
-                "64Mi",
-            ],
-        );
+        let mut args = vec![
+            "gp",
+            "--class",
+            "GuaranteedPro",
+            "--cpu-min",
+            "1",
+            "--mem-min",
+            "64Mi",
+        ];
+        if dedicated {
+            args.extend(["--dedicated-cpus", "1"]);
+        }
+        qos_set(d, &args);
         qos_set(
             d,
             &["hog", "--class", "Burstable", "--cpu-request", "1500m"],
@@ -253,7 +257,9 @@ fn cpu(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
             isolation: iso,
             conservation: hog_beside / hog_alone.max(1e-9),
             detail: format!(
-                "target {target:.2} core (the GP alone; floor {CPU_FLOOR}); hog alone {hog_alone:.2}, beside {hog_beside:.2} cores; weights {weights:?}"
+                "target {target:.2} core (the GP alone; floor {CPU_FLOOR}); hog alone {hog_alone:.2}, beside {hog_beside:.2} cores; weights {weights:?}; cpusets gp {:?} hog {:?}",
+                read(&gp.join("cpuset.cpus.effective")),
+                read(&hog.join("cpuset.cpus.effective"))
             ),
         },
         weights,
@@ -388,10 +394,12 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
 fn isolation_of_a_protected_workload_against_a_hog() {
     assert!(guest(), "run in the VM (scripts/bench-isolation.sh)");
     let mut all = Vec::new();
-    let (on, w) = cpu("darosd", None);
-    let (off, _) = cpu("plain", Some(&w));
+    let (on, w) = cpu("darosd", None, false);
+    let (off, _) = cpu("plain", Some(&w), false);
+    let (core, _) = cpu("darosd+core", None, true);
     all.push(on);
     all.push(off);
+    all.push(core);
     let (on, w) = io("darosd", None);
     // Plain cgroups: iocost as the kernel had it before darosd (off).
     let (off, _) = io("plain", Some(&w));
