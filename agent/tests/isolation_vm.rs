@@ -20,7 +20,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, TestRoot, darosctl, wait_for};
+use common::{Daemon, TestRoot, cpu_usec, darosctl, rbytes, read_trimmed as read, wait_for};
 
 fn guest() -> bool {
     std::env::var("DAROS_IN_VM").as_deref() == Ok("1")
@@ -33,35 +33,8 @@ fn secs() -> usize {
         .unwrap_or(20)
 }
 
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 fn cgroup(t: &TestRoot, name: &str) -> PathBuf {
     Path::new("/sys/fs/cgroup").join(t.name()).join(name)
-}
-
-fn cpu_usec(dir: &Path) -> u64 {
-    read(&dir.join("cpu.stat"))
-        .lines()
-        .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
-fn rbytes(dir: &Path, dev: &str) -> u64 {
-    read(&dir.join("io.stat"))
-        .lines()
-        .filter(|l| l.starts_with(&format!("{dev} ")))
-        .flat_map(|l| {
-            l.split_whitespace()
-                .filter_map(|kv| kv.strip_prefix("rbytes="))
-                .filter_map(|v| v.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
 }
 
 /// Two counters sampled together over `n` one-second windows (rates per second).

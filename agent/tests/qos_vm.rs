@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, TestRoot, darosctl, wait_for};
+use common::{Daemon, TestRoot, cpu_usec, darosctl, rbytes, read_trimmed as read, wait_for};
 use daros_agent::cgroup::{AnyBackend, CgroupMode, CgroupPath};
 use daros_agent::qos::protect::EventKind;
 use daros_agent::qos::{KnobStatus, QosService, QosSettings, QosSpec, SetTarget, WorkloadQos};
@@ -109,37 +109,10 @@ impl Drop for Phase {
     }
 }
 
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
-fn cpu_usec(dir: &Path) -> u64 {
-    read(&dir.join("cpu.stat"))
-        .lines()
-        .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
 fn disk() -> (String, String) {
     let majmin = std::env::var("DAROS_VM_DISK_MAJMIN").expect("the VM's IO disk");
     let mount = std::env::var("DAROS_VM_DISK_MOUNT").expect("the VM's IO disk mount");
     (majmin, mount)
-}
-
-fn rbytes(dir: &Path, dev: &str) -> u64 {
-    read(&dir.join("io.stat"))
-        .lines()
-        .filter(|l| l.starts_with(&format!("{dev} ")))
-        .flat_map(|l| {
-            l.split_whitespace()
-                .filter_map(|kv| kv.strip_prefix("rbytes="))
-                .map(|v| v.parse::<u64>().unwrap_or(0))
-                .collect::<Vec<_>>()
-        })
-        .sum()
 }
 
 /// A rate sampled over `n` consecutive windows of `w`.

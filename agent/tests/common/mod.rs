@@ -791,3 +791,33 @@ pub fn metric_value(body: &str, series: &str) -> Option<f64> {
             .ok()
     })
 }
+
+/// A cgroup file's text, trimmed ("" when unreadable).
+pub fn read_trimmed(p: &Path) -> String {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// `usage_usec` of a cgroup-v2 `cpu.stat`.
+pub fn cpu_usec(dir: &Path) -> u64 {
+    read_trimmed(&dir.join("cpu.stat"))
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Bytes read from device `dev` (`MAJ:MIN`) by a cgroup-v2 cgroup (`io.stat`).
+pub fn rbytes(dir: &Path, dev: &str) -> u64 {
+    read_trimmed(&dir.join("io.stat"))
+        .lines()
+        .filter(|l| l.starts_with(&format!("{dev} ")))
+        .flat_map(|l| {
+            l.split_whitespace()
+                .filter_map(|kv| kv.strip_prefix("rbytes="))
+                .filter_map(|v| v.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
