@@ -14,8 +14,17 @@ ensure_rust
 cd "$REPO"
 export CARGO_INCREMENTAL=0
 cargo build -q -p daros-bpf-tests --bin daros-vmtest
+# The network scenario's traffic generator (and darosd's datapath loader).
+cargo build -q -p daros-ebpf --bin daros-bpf
 target/debug/daros-vmtest prepare >/dev/null
 say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-target/debug/daros-vmtest cargo-test --timeout 1500 --disk-mib 512 --env "DAROS_ISOLATION_SECS=$SECS" \
-    -p daros-agent --test isolation_vm -- --ignored --show-output 2>&1 | grep '^ISOLATION'
+LOG="$REPO/target/bench-isolation.log"
+# The whole run (the guest's output, darosd's log on failure) stays in $LOG.
+if ! target/debug/daros-vmtest cargo-test --timeout 2400 --disk-mib 1536 --env "DAROS_ISOLATION_SECS=$SECS" \
+    --env "DAROS_BPF_BIN=$REPO/target/debug/daros-bpf" \
+    -p daros-agent --test isolation_vm -- --ignored --show-output >"$LOG" 2>&1; then
+    tail -n 60 "$LOG"
+    die "the isolation run failed; its output is in $LOG"
+fi
+grep '^ISOLATION' "$LOG"
 say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

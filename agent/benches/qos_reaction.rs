@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{TestRoot, wait_for};
+use common::{TestRoot, cpu_usec, rbytes, wait_for};
 use daros_agent::cgroup::AnyBackend;
 use daros_agent::qos::protect::EventKind;
 use daros_agent::qos::{QosService, QosSettings, QosSpec, SetTarget};
@@ -46,29 +46,6 @@ fn spec(class: QosClass, json: &str) -> QosSpec {
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
-}
-
-fn cpu_usec(dir: &Path) -> u64 {
-    read(&dir.join("cpu.stat"))
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("usage_usec ")
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn rbytes(dir: &Path, dev: &str) -> u64 {
-    read(&dir.join("io.stat"))
-        .lines()
-        .filter(|l| l.starts_with(&format!("{dev} ")))
-        .flat_map(|l| {
-            l.split_whitespace()
-                .filter_map(|kv| kv.strip_prefix("rbytes="))
-                .filter_map(|v| v.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
 }
 
 struct Bench {

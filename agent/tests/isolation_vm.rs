@@ -12,15 +12,20 @@
 //! `bpf-tests/tests/vm_isolation.rs`. `DAROS_ISOLATION_SECS` sets the seconds
 //! sampled per run (default 20).
 //!
-//! Covered: cpu and io. Memory and network are not in it yet (docs/benchmarks.md).
+//! Scenarios: cpu, mem, net, io (`DAROS_ISOLATION_ONLY=mem,net` runs some);
+//! what each one does is at its function and in docs/benchmarks.md. The
+//! network scenario needs `DAROS_BPF_BIN` (its traffic generator) as the VM
+//! runs pass it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod net_common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{Daemon, TestRoot, cpu_usec, darosctl, rbytes, read_trimmed as read, wait_for};
+use net_common::{Agent, Link, Receiver, RecvReport, Sender, TestPins};
 
 fn guest() -> bool {
     std::env::var("DAROS_IN_VM").as_deref() == Ok("1")
@@ -33,27 +38,53 @@ fn secs() -> usize {
         .unwrap_or(20)
 }
 
+/// The scenarios, in the order they run.
+const RESOURCES: [&str; 4] = ["cpu", "mem", "net", "io"];
+
+/// `DAROS_ISOLATION_ONLY=mem,io` runs only those scenarios (default: all).
+fn wanted(resource: &str) -> bool {
+    std::env::var("DAROS_ISOLATION_ONLY")
+        .map(|v| v.split(',').any(|r| r.trim() == resource))
+        .unwrap_or(true)
+}
+
 fn cgroup(t: &TestRoot, name: &str) -> PathBuf {
     Path::new("/sys/fs/cgroup").join(t.name()).join(name)
 }
 
 /// Two counters sampled together over `n` one-second windows (rates per second).
-fn sample2(
+fn sample2(n: usize, a: impl FnMut() -> u64, b: impl FnMut() -> u64) -> (Vec<f64>, Vec<f64>) {
+    let (va, vb, _) = sample2_after(|| true, 0, n, a, b);
+    (va, vb)
+}
+
+/// Per-second rates of `a` and `b` from now until `ready` holds (checked
+/// once a second, at most `limit` seconds), then `n` seconds more; the
+/// samples before `ready` count too (a dip while a hog builds up is the
+/// protected workload's loss as much as one after). Also returns how many
+/// seconds `ready` took, `None` when it never held.
+fn sample2_after(
+    mut ready: impl FnMut() -> bool,
+    limit: usize,
     n: usize,
     mut a: impl FnMut() -> u64,
     mut b: impl FnMut() -> u64,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, Option<usize>) {
     let (mut va, mut vb) = (Vec::new(), Vec::new());
+    let mut at = ready().then_some(0);
     let mut last = (Instant::now(), a(), b());
-    for _ in 0..n {
+    while at.is_none() && va.len() < limit || va.len() < at.unwrap_or(limit) + n {
         std::thread::sleep(Duration::from_secs(1));
         let now = (Instant::now(), a(), b());
         let s = now.0.duration_since(last.0).as_secs_f64();
         va.push(now.1.saturating_sub(last.1) as f64 / s);
         vb.push(now.2.saturating_sub(last.2) as f64 / s);
         last = now;
+        if at.is_none() && ready() {
+            at = Some(va.len());
+        }
     }
-    (va, vb)
+    (va, vb, at)
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -97,17 +128,29 @@ impl Outcome {
 }
 
 /// darosd over the test's managed root, its data directory on the VM's disk
-/// (so iocost gets a measured model, cached after the first start).
-fn daemon(t: &TestRoot) -> Daemon {
-    Daemon::start_in(
+/// (so iocost gets a measured model, cached after the first start). Setup
+/// `iocost`: its protection loop off, so only the knobs it wrote act.
+fn daemon(t: &TestRoot, setup: &str) -> Daemon {
+    let protection = if setup == "iocost" { "false" } else { "true" };
+    let d = Daemon::start_in(
         t.name(),
         Some(Path::new("/mnt/vmdisk/isolation-darosd")),
         &[],
         &[
             ("DAROS_QOS_SYSTEM_RESERVED_CPU", "100m"),
             ("DAROS_QOS_SYSTEM_RESERVED_MEMORY", "128Mi"),
+            ("DAROS_QOS_PROTECTION", protection),
         ],
-    )
+    );
+    // The socket is bound before the first start's disk calibration (~8 s
+    // in the VM) ends; the API answers after it.
+    wait_for("darosd answering", Duration::from_secs(60), || {
+        darosctl(&d.socket, &["caps"])
+            .status
+            .success()
+            .then_some(())
+    });
+    d
 }
 
 fn qos_set(d: &Daemon, args: &[&str]) {
@@ -123,12 +166,31 @@ fn qos_set(d: &Daemon, args: &[&str]) {
 }
 
 /// `name` running `cmd` alone: the mean rate of `counter` over two seconds
-/// (after one to start), then the cgroup is emptied.
-fn alone(t: &TestRoot, name: &str, cmd: &str, counter: impl FnMut() -> u64) -> f64 {
+/// (after it first moved, and one more second), then the cgroup is emptied.
+fn alone(t: &TestRoot, name: &str, cmd: &str, mut counter: impl FnMut() -> u64) -> f64 {
     let p = t.spawn(name, cmd);
+    // A tool's start can take seconds in the emulator (its binary read over
+    // 9p after the page cache was dropped); the shell before it moves the
+    // counters too, so wait for the tool itself, then for its work.
+    let tool = cmd
+        .split_whitespace()
+        .find(|w| *w != "exec")
+        .unwrap_or_default();
+    let dir = cgroup(t, name);
+    wait_for(&format!("{tool} running"), Duration::from_secs(60), || {
+        read(&dir.join("cgroup.procs"))
+            .lines()
+            .any(|pid| read(Path::new(&format!("/proc/{pid}/comm"))) == tool)
+            .then_some(())
+    });
+    let before = counter();
+    wait_for(
+        &format!("{tool} under way"),
+        Duration::from_secs(60),
+        || (counter() > before).then_some(()),
+    );
     let (v, _) = sample2(3, counter, || 0);
     drop(p);
-    let dir = cgroup(t, name);
     std::fs::write(dir.join("cgroup.kill"), "1").unwrap();
     wait_for("the cgroup empty", Duration::from_secs(30), || {
         read(&dir.join("cgroup.procs")).is_empty().then_some(())
@@ -191,7 +253,7 @@ fn cpu(setup: &'static str, copy: Option<&Weights>, dedicated: bool) -> (Outcome
     let gp_alone = alone(&t, "gp", GP, || cpu_usec(&gp)) / 1e6;
     let hog_alone = alone(&t, "hog", HOG, || cpu_usec(&hog)) / 1e6;
     let target = gp_alone.min(CPU_FLOOR);
-    let d = copy.is_none().then(|| daemon(&t));
+    let d = copy.is_none().then(|| daemon(&t, setup));
     if let Some(d) = &d {
         let mut args = vec![
             "gp",
@@ -291,7 +353,7 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     let solo = alone(&t, "gp", &fio_read(&gp_file, None), || rbytes(&gp, &dev));
     let hog_alone = alone(&t, "hog", &hog_cmd, || rbytes(&hog, &dev));
     let target = (solo * 0.5) as u64;
-    let d = copy.is_none().then(|| daemon(&t));
+    let d = copy.is_none().then(|| daemon(&t, setup));
     if let Some(d) = &d {
         qos_set(
             d,
@@ -362,22 +424,354 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     )
 }
 
+/// Bytes the processes of cgroup `dir` passed through read(2) (`rchar` of
+/// /proc/PID/io, page-cache hits included).
+fn rchar(dir: &Path) -> u64 {
+    read(&dir.join("cgroup.procs"))
+        .lines()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/io")).ok())
+        .filter_map(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar: "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+fn drop_caches() {
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+}
+
+/// The protected workload's working set (MiB), and its memory floor.
+const MEM_SET_MIB: u32 = 160;
+const MEM_FLOOR: &str = "224Mi";
+/// Swap for the hog's anonymous memory (resctl-bench requires swap too).
+const SWAP_MIB: u32 = 512;
+
+fn meminfo_mib(key: &str) -> u64 {
+    read(Path::new("/proc/meminfo"))
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+/// A swap file on the VM's disk, on while it lives.
+struct Swap(PathBuf);
+
+impl Swap {
+    fn on() -> Self {
+        let f = Path::new("/mnt/vmdisk/iso-swap").to_path_buf();
+        if !f.exists() {
+            make_file(&f, SWAP_MIB);
+            std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            sh_ok(&["mkswap", "-q", &f.display().to_string()]);
+        }
+        sh_ok(&["swapon", &f.display().to_string()]);
+        Swap(f)
+    }
+}
+
+impl Drop for Swap {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("swapoff").arg(&self.0).status();
+    }
+}
+
+fn sh_ok(args: &[&str]) {
+    let st = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .unwrap();
+    assert!(st.success(), "{args:?}: {st}");
+}
+
+fn memory_current(d: &Path) -> f64 {
+    read(&d.join("memory.current"))
+        .parse::<f64>()
+        .unwrap_or(0.0)
+}
+
+/// Memory (resctl-bench's mem-hog): the protected workload reads 4 KiB at
+/// random from a 160 MiB file it holds in the page cache, at half its rate
+/// alone (its floor, `memory.min` 224 MiB, covers the set); the hog then
+/// allocates and keeps touching anonymous memory as large as what the kernel
+/// calls available, so something must go: the GP's cached set, or the hog's
+/// pages to swap. Isolation: bytes the GP reads per second (cache hits and
+/// misses) ÷ target; a page reclaim took costs a disk read. The hog's
+/// throughput is its CPU time (it touches memory; swapped-out pages stall it).
+/// The longest the mem scenario waits for its hog to hold its memory.
+const FILL_LIMIT_SECS: usize = 120;
+
+fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
+    let dir = Path::new("/mnt/vmdisk");
+    let gp_file = dir.join("iso-mem-gp");
+    if !gp_file.exists() {
+        make_file(&gp_file, MEM_SET_MIB);
+    }
+    let swap = Swap::on();
+    let t = TestRoot::new(&format!("iso-mem-{setup}"));
+    t.workload("gp");
+    t.workload("hog");
+    let (gp, hog) = (cgroup(&t, "gp"), cgroup(&t, "hog"));
+    let gp_cmd = |rate: Option<u64>| {
+        format!(
+            "exec fio --name=gp --filename={f} --rw=randread --bs=4k --ioengine=psync --invalidate=0 --time_based --runtime=600 {} --output=/dev/null",
+            rate.map_or(String::new(), |r| format!("--rate={r}")),
+            f = gp_file.display()
+        )
+    };
+    // The page cache emptied, the GP's set is read in by the GP itself (its
+    // pages are charged to its cgroup) and stays cached from its run alone to
+    // its run beside the hog.
+    drop_caches();
+    let warm = t.spawn("gp", &format!("exec cat {} >/dev/null", gp_file.display()));
+    wait_for("the GP's set read in", Duration::from_secs(120), || {
+        read(&gp.join("cgroup.procs")).is_empty().then_some(())
+    });
+    drop(warm);
+    let hog_mib = meminfo_mib("MemAvailable:");
+    let hog_cmd =
+        format!("exec stress-ng --vm 1 --vm-bytes {hog_mib}M --vm-keep --timeout 600 --quiet");
+    let solo = alone(&t, "gp", &gp_cmd(None), || rchar(&gp));
+    let target = (solo * 0.5) as u64;
+    assert!(target > 0, "the GP read nothing alone");
+    let d = copy.is_none().then(|| daemon(&t, setup));
+    if let Some(d) = &d {
+        qos_set(
+            d,
+            &[
+                "gp",
+                "--class",
+                "GuaranteedPro",
+                "--cpu-request",
+                "1",
+                "--mem-min",
+                MEM_FLOOR,
+            ],
+        );
+        qos_set(d, &["hog", "--class", "BestEffort"]);
+    }
+    if let Some(w) = copy {
+        write_weights(&gp, &hog, w);
+    }
+    // Plain cgroups get the weights, not the floor: memory.min is what
+    // protects, and nothing but darosd writes it here.
+    let weights = weights_of(&gp, &hog, &["cpu.weight", "io.weight"]);
+    let cached = |d: &Path| {
+        read(&d.join("memory.stat"))
+            .lines()
+            .find_map(|l| l.strip_prefix("file "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            >> 20
+    };
+    let gp_cached_before = cached(&gp);
+    let _gp_p = t.spawn("gp", &gp_cmd(Some(target)));
+    std::thread::sleep(Duration::from_secs(1));
+    let hog_p = t.spawn("hog", &hog_cmd);
+    std::thread::sleep(Duration::from_secs(1));
+    let mut hog_mem = Vec::new();
+    // The hog needs a while to touch all it asked for (tens of seconds
+    // under emulation): the run lasts until it holds that (in memory or
+    // swap), then `secs()` more, so a short run still measures the squeeze.
+    let claimed = || {
+        memory_current(&hog)
+            + read(&hog.join("memory.swap.current"))
+                .parse()
+                .unwrap_or(0.0)
+            >= 0.9 * (hog_mib << 20) as f64
+    };
+    let (g, h, fill) = sample2_after(
+        claimed,
+        FILL_LIMIT_SECS,
+        secs(),
+        || rchar(&gp),
+        || {
+            hog_mem.push(memory_current(&hog));
+            cpu_usec(&hog)
+        },
+    );
+    let gp_cached_after = cached(&gp);
+    let swapped = meminfo_mib("SwapTotal:") - meminfo_mib("SwapFree:");
+    drop(hog_p);
+    std::fs::write(hog.join("cgroup.kill"), "1").unwrap();
+    wait_for("the hog's cgroup empty", Duration::from_secs(60), || {
+        read(&hog.join("cgroup.procs")).is_empty().then_some(())
+    });
+    // The hog alone last (it would push the GP's set out before the run).
+    let hog_alone = alone(&t, "hog", &hog_cmd, || cpu_usec(&hog));
+    drop(swap);
+    let iso: Vec<f64> = g.iter().map(|x| (x / target as f64).min(1.0)).collect();
+    let hog_beside = mean(&h);
+    let mib = |x: f64| x / 1048576.0;
+    (
+        Outcome {
+            resource: "mem",
+            setup,
+            isolation: iso,
+            conservation: hog_beside / hog_alone.max(1.0),
+            detail: format!(
+                "target {:.0} MiB/s of 4 KiB reads (solo {:.0}); hog held 90 % of its memory after {}; GP page cache {gp_cached_before} → {gp_cached_after} MiB (set {MEM_SET_MIB}); hog {hog_mib} MiB anon, resident beside {:.0} MiB, {swapped} MiB swapped; hog CPU alone {:.2}, beside {:.2} cores; memory.min {:?}; weights {weights:?}",
+                mib(target as f64),
+                mib(solo),
+                fill.map_or(format!("never ({FILL_LIMIT_SECS} s)"), |s| format!("{s} s")),
+                mib(mean(&hog_mem)),
+                hog_alone / 1e6,
+                hog_beside / 1e6,
+                read(&gp.join("memory.min"))
+            ),
+        },
+        weights,
+    )
+}
+
+const MB: u64 = 1_000_000;
+
+/// One paced or unpaced sender in workload `name` to a receiver in the peer
+/// namespace (standing for a host elsewhere, in no workload of this node).
+fn send(t: &TestRoot, l: &Link, name: &str, args: &[&str], conns: usize) -> (Receiver, Sender) {
+    let rx = Receiver::start(
+        t,
+        None,
+        Some(&l.peer.name),
+        &format!("{}:0", l.peer_ip),
+        conns,
+    );
+    let tx = Sender::start(t, name, Some(&l.node.name), &rx.addr, args);
+    (rx, tx)
+}
+
+/// Per-second rates of `r` over `n` windows from `t0` (monotonic ns).
+fn per_second(r: &RecvReport, t0: u64, n: usize) -> Vec<f64> {
+    (0..n as u64)
+        .map(|k| r.rate(t0 + k * 1_000_000_000, t0 + (k + 1) * 1_000_000_000))
+        .collect()
+}
+
+/// Network: the node's egress is a veth link shaped by tbf (a NIC's
+/// bottleneck) to a third of what the VM moves, at most 50 MB/s. The
+/// protected workload sends one connection paced at half what it moves alone
+/// (its egress floor, a MinimalReservation); the hog is BestEffort with four
+/// unpaced connections. Under darosd its eBPF datapath and floor loop cap the
+/// hog; plain: the same cgroups and link, no agent.
+fn net(setup: &'static str) -> Outcome {
+    let pins = TestPins::new("iso-net");
+    let t = TestRoot::new(&format!("iso-net-{setup}"));
+    t.workload("gp");
+    t.workload("hog");
+    let l = Link::new("iso");
+    let ceiling = l.ceiling(&t, "hog");
+    let capacity = (50 * MB).min((ceiling / 3.0) as u64 / MB * MB);
+    l.shape(capacity);
+    let n = secs();
+    let rate = |r: &RecvReport, end: u64| r.rate(r.first_byte_ns() + 1_000_000_000, end);
+    // Each alone first, 3 s.
+    let (rx, tx) = send(&t, &l, "gp", &["--secs", "3"], 1);
+    let end = tx.finish(Duration::from_secs(60)).end_ns;
+    let solo = rate(&rx.finish(Duration::from_secs(60)), end);
+    let (rx, tx) = send(&t, &l, "hog", &["--secs", "3", "--streams", "4"], 4);
+    let end = tx.finish(Duration::from_secs(60)).end_ns;
+    let hog_alone = rate(&rx.finish(Duration::from_secs(60)), end);
+    let target = (solo * 0.5) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = (setup == "darosd").then(|| {
+        let a = Agent::start(
+            dir.path(),
+            t.name(),
+            &[
+                pins.env(),
+                ("DAROS_QOS_IO_COST", "off".into()),
+                ("DAROS_NET_EGRESS_CAPACITY", capacity.to_string()),
+            ],
+            &[],
+            &[],
+        );
+        a.set_class(
+            "managed/gp",
+            serde_json::json!({"class": "GuaranteedPro", "profile": {
+                "cpu": {"request": "1"}, "memory": {"request": "64Mi"},
+                "network": {"egress": {"reservation": target.to_string()}}}}),
+        );
+        a.set_class("managed/hog", serde_json::json!({"class": "BestEffort"}));
+        a.wait_counted(&["managed/gp", "managed/hog"]);
+        a
+    });
+    let gp_secs = format!("{}", n + 3);
+    let hog_secs = format!("{}", n + 1);
+    let (rx_g, tx_g) = send(
+        &t,
+        &l,
+        "gp",
+        &["--secs", &gp_secs, "--rate", &target.to_string()],
+        1,
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let (rx_h, tx_h) = send(&t, &l, "hog", &["--secs", &hog_secs, "--streams", "4"], 4);
+    let h_sent = tx_h.finish(Duration::from_secs(n as u64 + 60));
+    tx_g.finish(Duration::from_secs(n as u64 + 60));
+    let (g, h) = (
+        rx_g.finish(Duration::from_secs(60)),
+        rx_h.finish(Duration::from_secs(60)),
+    );
+    let t0 = h_sent.start_ns + 1_000_000_000;
+    let g = per_second(&g, t0, n);
+    let h = per_second(&h, t0, n);
+    let caps = agent.as_ref().map(|a| {
+        let st = a.net();
+        (
+            st.floors.ticks_total,
+            st.floors.cap_writes_total,
+            st.floors.errors_total,
+        )
+    });
+    drop(agent);
+    Outcome {
+        resource: "net",
+        setup,
+        isolation: g.iter().map(|x| (x / target as f64).min(1.0)).collect(),
+        conservation: mean(&h) / hog_alone.max(1.0),
+        detail: format!(
+            "link {} MB/s (the VM moves {:.0}); target {:.1} MB/s (solo {:.1}); hog alone {:.1}, beside {:.1} MB/s; floor loop (ticks, cap writes, errors) {caps:?}",
+            capacity / MB,
+            ceiling / 1e6,
+            target as f64 / 1e6,
+            solo / 1e6,
+            hog_alone / 1e6,
+            mean(&h) / 1e6
+        ),
+    }
+}
+
 #[test]
 #[ignore = "cgroup v2 VM only: scripts/bench-isolation.sh or bpf-tests/tests/vm_isolation.rs"]
 fn isolation_of_a_protected_workload_against_a_hog() {
     assert!(guest(), "run in the VM (scripts/bench-isolation.sh)");
     let mut all = Vec::new();
-    let (on, w) = cpu("darosd", None, false);
-    let (off, _) = cpu("plain", Some(&w), false);
-    let (core, _) = cpu("darosd+core", None, true);
-    all.push(on);
-    all.push(off);
-    all.push(core);
-    let (on, w) = io("darosd", None);
-    // Plain cgroups: iocost as the kernel had it before darosd (off).
-    let (off, _) = io("plain", Some(&w));
-    all.push(on);
-    all.push(off);
+    if wanted("cpu") {
+        let (on, w) = cpu("darosd", None, false);
+        let (off, _) = cpu("plain", Some(&w), false);
+        let (core, _) = cpu("darosd+core", None, true);
+        all.extend([on, off, core]);
+    }
+    if wanted("mem") {
+        let (on, w) = mem("darosd", None);
+        let (off, _) = mem("plain", Some(&w));
+        all.extend([on, off]);
+    }
+    if wanted("net") {
+        all.extend([net("darosd"), net("plain")]);
+    }
+    if wanted("io") {
+        let (on, w) = io("darosd", None);
+        // iocost and the weights without the loop: what the loop adds.
+        let (no_loop, _) = io("iocost", None);
+        // Plain cgroups: iocost as the kernel had it before darosd (off).
+        let (off, _) = io("plain", Some(&w));
+        all.extend([on, no_loop, off]);
+    }
     println!("ISOLATION {} s per run", secs());
     for o in &all {
         println!("ISOLATION {}", o.line());
@@ -394,10 +788,10 @@ fn isolation_of_a_protected_workload_against_a_hog() {
         );
     }
     // The benchmark can fail: without the agent the hog takes the floor.
-    for r in ["cpu", "io"] {
+    for r in RESOURCES.iter().filter(|r| wanted(r)) {
         let get = |s: &str| {
             all.iter()
-                .find(|o| o.resource == r && o.setup == s)
+                .find(|o| o.resource == *r && o.setup == s)
                 .unwrap()
         };
         let (on, off) = (get("darosd"), get("plain"));

@@ -17,19 +17,12 @@ mod net_common;
 use std::time::{Duration, Instant};
 
 use common::{TestRoot, wait_for};
-use net_common::{Agent, Receiver, RecvReport, Sender, TestNetns, TestPins, sh};
+use net_common::{Agent, Link, Receiver, RecvReport, Sender, TestPins};
 use serde_json::json;
 
 const MB: u64 = 1_000_000;
 /// The node capacity on a machine that can fill it three times over.
 const CAPACITY: u64 = 50 * MB;
-
-struct Link {
-    node: TestNetns,
-    peer: TestNetns,
-    peer_ip: String,
-    dev: String,
-}
 
 /// The capacity and floor this machine can test: CAPACITY and 40% of it where four
 /// unshaped connections move at least three times CAPACITY (the host: hundreds of
@@ -37,17 +30,7 @@ struct Link {
 /// what the workloads share (the TCG-emulated VM moves ~60 MB/s with both vCPUs
 /// busy). Shapes the link to it.
 fn capacity(t: &TestRoot, l: &Link) -> (u64, u64) {
-    let rx = Receiver::start(t, None, Some(&l.peer.name), &format!("{}:0", l.peer_ip), 4);
-    let tx = Sender::start(
-        t,
-        "besteffort",
-        Some(&l.node.name),
-        &rx.addr,
-        &["--secs", "2", "--streams", "4"],
-    );
-    let sent = tx.finish(Duration::from_secs(60));
-    let got = rx.finish(Duration::from_secs(60));
-    let ceiling = got.rate(got.first_byte_ns() + 500_000_000, sent.end_ns);
+    let ceiling = l.ceiling(t, "besteffort");
     let capacity = CAPACITY.min((ceiling / 3.0) as u64 / MB * MB);
     println!(
         "unshaped, four connections move {:.1} MB/s: capacity {} MB/s, floor {} MB/s",
@@ -59,35 +42,12 @@ fn capacity(t: &TestRoot, l: &Link) -> (u64, u64) {
         capacity >= 5 * MB,
         "this machine moves only {ceiling:.0} B/s"
     );
-    let rate = format!("{}mbit", capacity * 8 / MB);
-    l.node.exec(&[
-        "tc", "qdisc", "add", "dev", &l.dev, "root", "tbf", "rate", &rate, "burst", "1mb",
-        "latency", "20ms",
-    ]);
+    l.shape(capacity);
     (capacity, capacity * 2 / 5)
 }
 
-/// node --veth--> peer (shaped by `capacity`).
 fn link() -> Link {
-    let node = TestNetns::new("nf-node");
-    let peer = TestNetns::new("nf-peer");
-    let tag = std::process::id() % 100_000;
-    let (vn, vp) = (format!("dan{tag}"), format!("dap{tag}"));
-    let net = 150 + (tag % 50);
-    sh(&[
-        "ip", "link", "add", &vn, "netns", &node.name, "type", "veth", "peer", "name", &vp,
-        "netns", &peer.name,
-    ]);
-    node.exec(&["ip", "addr", "add", &format!("10.{net}.0.1/24"), "dev", &vn]);
-    peer.exec(&["ip", "addr", "add", &format!("10.{net}.0.2/24"), "dev", &vp]);
-    node.exec(&["ip", "link", "set", &vn, "up"]);
-    peer.exec(&["ip", "link", "set", &vp, "up"]);
-    Link {
-        node,
-        peer,
-        peer_ip: format!("10.{net}.0.2"),
-        dev: vn,
-    }
+    Link::new("nf")
 }
 
 struct Run {

@@ -233,7 +233,7 @@ fn admission_refuses_with_numbers_and_keeps_what_was_accepted() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains("io read capacity is unknown (set qos.io_read_capacity)"),
+            .contains("io read capacity is unknown (set qos.io_read_capacity; or, on cgroup v2, qos.io_cost = \"measure\""),
         "{e}"
     );
 }

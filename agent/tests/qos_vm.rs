@@ -202,7 +202,22 @@ fn cpu_floor_against_a_heavier_burstable_hog_needs_the_protection_loop() {
         );
         p.workload("gp", QosClass::GuaranteedPro, gp_profile);
         p.workload("hog", QosClass::Burstable, r#"{"cpu":{"request":"4"}}"#);
-        let v = cpu_scenario(&p);
+        // darosd re-applies every class on a timer (drift correction, 10 s):
+        // here every 300 ms while the scenario runs. It must not make the
+        // loop lose its holds.
+        let svc = std::sync::Arc::clone(p.svc.as_ref().unwrap());
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let v = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    svc.reconcile();
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            });
+            let v = cpu_scenario(&p);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            v
+        });
         let shared = p.svc.as_ref().unwrap().shared();
         println!(
             "protection loop tick cost {:.0} us (protection {protection})",
@@ -243,6 +258,12 @@ fn cpu_floor_against_a_heavier_burstable_hog_needs_the_protection_loop() {
     assert!(
         events.iter().any(|e| e.kind == EventKind::Restored),
         "the loop saw the floor restored"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.kind == EventKind::Release && e.detail.contains("no reserved workload")),
+        "a re-apply of unchanged classes released the holds"
     );
 }
 
@@ -876,26 +897,29 @@ fn darosd_turns_iocost_on_with_a_measured_model_and_restores_it() {
         "{model} vs {vda}"
     );
 
+    // `darosctl qos set db` as GuaranteedPro with an IO read floor of `bps`.
+    let set_floor = |bps: u64| {
+        darosctl(
+            &d.socket,
+            &[
+                "qos",
+                "set",
+                "db",
+                "--class",
+                "GuaranteedPro",
+                "--cpu-min",
+                "500m",
+                "--mem-min",
+                "64Mi",
+                "--io-read-min",
+                &bps.to_string(),
+                "-o",
+                "json",
+            ],
+        )
+    };
     // An IO floor with no capacity in the configuration: the measured rbps is it.
-    let floor = (rbps / 10).to_string();
-    let out = darosctl(
-        &d.socket,
-        &[
-            "qos",
-            "set",
-            "db",
-            "--class",
-            "GuaranteedPro",
-            "--cpu-min",
-            "500m",
-            "--mem-min",
-            "64Mi",
-            "--io-read-min",
-            &floor,
-            "-o",
-            "json",
-        ],
-    );
+    let out = set_floor(rbps / 10);
     assert!(
         out.status.success(),
         "{}",
@@ -911,25 +935,65 @@ fn darosd_turns_iocost_on_with_a_measured_model_and_restores_it() {
         Some("default 1000")
     );
     // More than the disk does is refused, naming the measured capacity.
-    let out = darosctl(
-        &d.socket,
-        &[
-            "qos",
-            "set",
-            "db",
-            "--class",
-            "GuaranteedPro",
-            "--cpu-min",
-            "500m",
-            "--mem-min",
-            "64Mi",
-            "--io-read-min",
-            &(rbps * 2).to_string(),
-        ],
-    );
+    let out = set_floor(rbps * 2);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("io read reservation"), "{err}");
+
+    // Measured again on request: the new model is in caps, in the kernel and
+    // in the cache, and IO floor capacity follows it.
+    let at = |v: &serde_json::Value| v["model_source"]["at_unix_ms"].as_u64().unwrap();
+    let out = darosctl(&d.socket, &["caps", "--calibrate-io", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        d.log_text()
+    );
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let vda2 = again["io_cost"]["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "vda")
+        .unwrap()
+        .clone();
+    println!("measured again: {vda2}");
+    assert_eq!(vda2["model_source"]["cached"], false, "{vda2}");
+    assert!(at(&vda2) > at(vda), "{vda2} vs {vda}");
+    let rbps2 = vda2["model"]["rbps"].as_u64().unwrap();
+    let model = line("io.cost.model");
+    assert!(
+        model.contains("ctrl=user") && model.contains(&format!("rbps={rbps2} ")),
+        "{model} vs {vda2}"
+    );
+    let cached: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("iocost/model-vda.json")).unwrap())
+            .unwrap();
+    assert_eq!(cached["at_unix_ms"].as_u64(), Some(at(&vda2)), "{cached}");
+    // The summary line says the same as the disk list.
+    assert!(
+        again["summary"].as_array().unwrap().iter().any(|l| l
+            .as_str()
+            .unwrap()
+            .contains("vda on, model measured (")
+            && !l.as_str().unwrap().contains("cached")),
+        "{}",
+        again["summary"]
+    );
+    // A floor just above the new capacity is refused, one just below admitted.
+    let out = set_floor(rbps2 + rbps2 / 50);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(&format!("(capacity {}", BytesPerSec(rbps2))),
+        "{err}"
+    );
+    let out = set_floor(rbps2 / 2);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     assert!(d.terminate().success(), "{}", d.log_text());
     let qos = line("io.cost.qos");

@@ -6,6 +6,8 @@
 
 use std::process::Command;
 
+mod vm_support;
+
 /// Test functions in `tests/ebpf_*.rs`; every one must run and pass in the VM.
 const EBPF_TESTS: usize = 14;
 
@@ -15,18 +17,8 @@ fn ebpf_datapath_works_on_a_pure_cgroup_v2_kernel() {
         std::env::var_os("DAROS_IN_VM").is_none(),
         "this test boots the VM itself: run it on the host, not inside daros-vmtest"
     );
-    // The restart tests drive the datapath binary: build it on the host, hand its path
-    // to the guest (daros-vmtest forwards DAROS_* variables; the repository is shared).
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "daros-ebpf", "--bin", "daros-bpf"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(build.success(), "cargo build -p daros-ebpf --bin daros-bpf");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let bin = target.join("debug/daros-bpf").canonicalize().unwrap();
+    // The restart tests drive the datapath binary.
+    let bin = vm_support::daros_bpf_bin();
     let out = Command::new(env!("CARGO_BIN_EXE_daros-vmtest"))
         .args(["cargo-test", "--timeout", "1800", "-p", "daros-bpf-tests"])
         .args(["--test", "ebpf_*", "--", "--show-output"])

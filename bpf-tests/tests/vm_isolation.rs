@@ -1,6 +1,6 @@
 //! A short run of the isolation benchmark (`agent/tests/isolation_vm.rs`, the
-//! full one is `scripts/bench-isolation.sh`) in the VM: cpu and io, each under
-//! darosd and on plain cgroups at the same weights; it fails when darosd does
+//! full one is `scripts/bench-isolation.sh`) in the VM: cpu, memory, network and io, each under
+//! darosd and on plain cgroups at the same weights (network: no agent); it fails when darosd does
 //! not isolate better than plain cgroups. Figures are printed, not judged here
 //! (targets live in docs/benchmarks.md).
 
@@ -8,13 +8,16 @@ mod vm_support;
 
 #[test]
 fn isolation_benchmark_short_run() {
+    let bpf = format!("DAROS_BPF_BIN={}", vm_support::daros_bpf_bin().display());
     let (code, stdout) = vm_support::cargo_test_in_vm(&[
         "--timeout",
         "900",
         "--disk-mib",
-        "512",
+        "1536",
         "--env",
         "DAROS_ISOLATION_SECS=6",
+        "--env",
+        &bpf,
         "-p",
         "daros-agent",
         "--test",
@@ -31,7 +34,12 @@ fn isolation_benchmark_short_run() {
     for line in [
         "ISOLATION cpu  darosd",
         "ISOLATION cpu  plain",
+        "ISOLATION mem  darosd",
+        "ISOLATION mem  plain",
+        "ISOLATION net  darosd",
+        "ISOLATION net  plain",
         "ISOLATION io   darosd",
+        "ISOLATION io   iocost",
         "ISOLATION io   plain",
     ] {
         assert!(stdout.contains(line), "no {line:?} in\n{stdout}");

@@ -15,6 +15,10 @@ pub enum IoCostError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// There is nothing to measure here (the kernel's model is asked for, or
+    /// the data directory is not on a disk the agent manages).
+    #[error("{0}")]
+    NotApplicable(String),
     /// The calibration cannot run or gave nothing usable.
     #[error("calibration: {0}")]
     Calibration(String),

@@ -223,6 +223,16 @@ fn unix_ms() -> u64 {
 
 /// The data directory's disk's model: cached (`true`), or measured now and cached.
 fn measured_model(setup: &Setup) -> Result<(Device, Cached, bool), String> {
+    let dev = data_disk(setup)?;
+    if let Some(c) = cache::load(&setup.data_dir, &dev) {
+        return Ok((dev, c, true));
+    }
+    info!(disk = %dev.name, phase = ?setup.plan.phase, "measuring the disk's IO cost model (once; cached in the data directory)");
+    measure_now(setup, dev).map(|(d, c)| (d, c, false))
+}
+
+/// The disk holding the data directory, if it is one of `setup.disks`.
+fn data_disk(setup: &Setup) -> Result<Device, String> {
     let dev = device::disk_of(&setup.sys, &setup.data_dir)?;
     if !setup.disks.iter().any(|(n, _, _)| *n == dev.name) {
         return Err(format!(
@@ -230,10 +240,40 @@ fn measured_model(setup: &Setup) -> Result<(Device, Cached, bool), String> {
             dev.name
         ));
     }
-    if let Some(c) = cache::load(&setup.data_dir, &dev) {
-        return Ok((dev, c, true));
+    Ok(dev)
+}
+
+/// Measures the data directory's disk again (an operator's request: the disk
+/// changed, or the first measurement ran under load), caches the new model in
+/// place of the old one and writes it to the kernel. On any failure nothing
+/// was changed: the previous model stays cached and in force.
+pub fn remeasure(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
+    if !setup.measure {
+        return Err(IoCostError::NotApplicable(
+            "[qos] io_cost = \"kernel\": the kernel's model is used, nothing is measured".into(),
+        ));
     }
-    info!(disk = %dev.name, phase = ?setup.plan.phase, "measuring the disk's IO cost model (once; cached in the data directory)");
+    let dev = data_disk(setup).map_err(IoCostError::NotApplicable)?;
+    info!(disk = %dev.name, phase = ?setup.plan.phase, "measuring the disk's IO cost model again (on request)");
+    let (dev, c) = measure_now(setup, dev).map_err(IoCostError::Calibration)?;
+    if cache::load(&setup.data_dir, &dev).map(|x| x.at_unix_ms) != Some(c.at_unix_ms) {
+        return Err(IoCostError::Calibration(
+            "the new model could not be cached in the data directory; the previous one stays"
+                .into(),
+        ));
+    }
+    let mut n = enable(setup)?;
+    // enable() found the model in the cache: it was measured just now.
+    for d in n.disks.iter_mut().filter(|d| d.name == dev.name) {
+        if let ModelSource::Measured { cached, .. } = &mut d.model_source {
+            *cached = false;
+        }
+    }
+    Ok(n)
+}
+
+/// Runs the calibration on `dev` (the data directory's disk) and caches it.
+fn measure_now(setup: &Setup, dev: Device) -> Result<(Device, Cached), String> {
     let scratch = setup.data_dir.join(cache::DIR);
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let measured = calibrate::measure(&scratch, &setup.plan).map_err(|e| e.to_string())?;
@@ -245,7 +285,7 @@ fn measured_model(setup: &Setup) -> Result<(Device, Cached, bool), String> {
     if let Err(e) = cache::store(&setup.data_dir, &c) {
         warn!(error = %e, "the measured IO cost model is not cached");
     }
-    Ok((dev, c, false))
+    Ok((dev, c))
 }
 
 impl NodeIoCost {

@@ -98,6 +98,46 @@ fn iocost_is_enabled_with_the_measured_model_cached_and_restored() {
         "{:?}",
         again.disks[0]
     );
+
+    // On request: measured again, the new model cached and in the kernel.
+    let at = |n: &node::NodeIoCost| match n.disks[0].model_source {
+        ModelSource::Measured { at_unix_ms, .. } => at_unix_ms,
+        ModelSource::Kernel { .. } => panic!("{:?}", n.disks[0]),
+    };
+    let re = node::remeasure(&s).unwrap();
+    assert!(
+        matches!(
+            re.disks[0].model_source,
+            ModelSource::Measured { cached: false, .. }
+        ),
+        "{:?}",
+        re.disks[0]
+    );
+    assert!(
+        at(&re) > at(&again),
+        "{:?} vs {:?}",
+        re.disks[0],
+        again.disks[0]
+    );
+    let (_, remeasured) = re.measured.clone().unwrap();
+    let model = parse_model(&read("io.cost.model"));
+    let m = model
+        .iter()
+        .find(|l| (l.major, l.minor) == (major, minor))
+        .unwrap();
+    assert_eq!(m.model, remeasured);
+    let disk = device::disk_of(Path::new("/sys"), &data).unwrap();
+    assert_eq!(
+        daros_iocost::cache::load(&data, &disk)
+            .unwrap()
+            .measured
+            .model,
+        remeasured
+    );
+    println!("{dev} {name}: measured again {remeasured:?}");
+    // With the kernel's model there is nothing to measure.
+    assert!(node::remeasure(&setup(&data, false)).is_err());
+
     assert!(again.restore().is_empty());
     let qos = parse_qos(&read("io.cost.qos"));
     assert!(

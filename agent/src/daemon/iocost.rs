@@ -2,13 +2,14 @@
 //! iocost on for the node's disks so `io.weight` per class does the work (the
 //! protection loop's `io.max` holds stay the second line), the data
 //! directory's disk measured once for its model, which also gives IO floors
-//! their capacity; everything restored at shutdown.
+//! their capacity; measured again on an operator's request
+//! (`POST /v1/iocost/calibrate`); everything restored at shutdown.
 
 use std::path::Path;
 
 use daros_coordinator::BytesPerSec;
 use daros_iocost::node::{self, NodeIoCost, Setup};
-use daros_iocost::{CalibrationPlan, ModelSource};
+use daros_iocost::{CalibrationPlan, IoCostError, ModelSource};
 use tracing::warn;
 
 use crate::cgroup::layout::{CgroupLayout, CgroupMode};
@@ -17,18 +18,35 @@ use crate::config::qos::IoCostMode;
 use crate::model::caps::IoCostCaps;
 use crate::sensing::devices::whole_disks;
 
-/// iocost as this start set it up.
+/// Why the disk was not measured again.
+#[derive(Debug, thiserror::Error)]
+pub enum RecalibrateError {
+    /// iocost is off or unavailable, or no disk of this node is measured.
+    #[error("nothing to measure: {0}")]
+    NothingToMeasure(String),
+    /// The calibration ran and failed; the previous model stays.
+    #[error("the disk was not measured again, the previous model stays: {0}")]
+    Failed(String),
+}
+
+/// iocost as darosd set it up.
 #[derive(Debug)]
-pub struct IoCostStart {
+pub struct IoCost {
+    /// What `enable` was given (`None`: iocost is off or unavailable).
+    setup: Option<Setup>,
     node: Option<NodeIoCost>,
+    /// IO floor capacity (read, write) came from the measured model.
+    capacity_from_model: (bool, bool),
     /// For `caps`.
     pub caps: IoCostCaps,
 }
 
 /// Sets iocost up as `[qos] io_cost` says; never fails the start.
-pub fn start(cfg: &Config, layout: &CgroupLayout) -> IoCostStart {
-    let off = |detail: String| IoCostStart {
+pub fn start(cfg: &Config, layout: &CgroupLayout) -> IoCost {
+    let off = |detail: String| IoCost {
+        setup: None,
         node: None,
+        capacity_from_model: (false, false),
         caps: IoCostCaps {
             available: false,
             detail,
@@ -67,53 +85,58 @@ pub fn start(cfg: &Config, layout: &CgroupLayout) -> IoCostStart {
         plan: CalibrationPlan::default(),
     };
     match node::enable(&setup) {
-        Ok(n) => {
-            let on: Vec<&str> = n
-                .disks
-                .iter()
-                .filter(|d| d.enabled)
-                .map(|d| d.name.as_str())
-                .collect();
-            let detail = n
-                .disks
-                .iter()
-                .map(|d| {
-                    let model = match &d.model_source {
-                        ModelSource::Measured {
-                            cached, took_ms, ..
-                        } => format!(
-                            "model measured ({}{} ms)",
-                            if *cached { "cached, took " } else { "" },
-                            took_ms
-                        ),
-                        ModelSource::Kernel { why } => format!("the kernel's model ({why})"),
-                    };
-                    match (&d.error, d.enabled) {
-                        (Some(e), _) => format!("{}: not enabled: {e}", d.name),
-                        (None, true) => format!("{} on, {model}", d.name),
-                        (None, false) => format!("{}: the kernel did not enable it", d.name),
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            IoCostStart {
-                caps: IoCostCaps {
-                    available: !on.is_empty(),
-                    detail,
-                    disks: n.disks.clone(),
-                },
-                node: Some(n),
-            }
-        }
+        Ok(n) => IoCost {
+            caps: caps_of(&n),
+            node: Some(n),
+            setup: Some(setup),
+            capacity_from_model: (false, false),
+        },
         Err(e) => off(format!(
             "this kernel has no iocost (CONFIG_BLK_CGROUP_IOCOST): {e}"
         )),
     }
 }
 
-impl IoCostStart {
+/// What `caps` shows of `n`.
+fn caps_of(n: &NodeIoCost) -> IoCostCaps {
+    let on = n.disks.iter().filter(|d| d.enabled).count();
+    let detail = n
+        .disks
+        .iter()
+        .map(|d| {
+            let model = match &d.model_source {
+                ModelSource::Measured {
+                    cached, took_ms, ..
+                } => format!(
+                    "model measured ({}{} ms)",
+                    if *cached { "cached, took " } else { "" },
+                    took_ms
+                ),
+                ModelSource::Kernel { why } => format!("the kernel's model ({why})"),
+            };
+            match (&d.error, d.enabled) {
+                (Some(e), _) => format!("{}: not enabled: {e}", d.name),
+                (None, true) => format!("{} on, {model}", d.name),
+                (None, false) => format!("{}: the kernel did not enable it", d.name),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    IoCostCaps {
+        available: on > 0,
+        detail,
+        disks: n.disks.clone(),
+    }
+}
+
+impl IoCost {
     /// IO floor capacity from the measured model where `[qos]` names none.
-    pub fn fill_capacity(&self, cfg: &mut Config) {
+    pub fn fill_capacity(&mut self, cfg: &mut Config) {
+        // Also when nothing was measured yet: a measurement on request fills it.
+        self.capacity_from_model = (
+            cfg.qos.io_read_capacity.is_none(),
+            cfg.qos.io_write_capacity.is_none(),
+        );
         let Some((_, m)) = self.node.as_ref().and_then(|n| n.measured.as_ref()) else {
             return;
         };
@@ -121,16 +144,49 @@ impl IoCostStart {
         cfg.qos.io_write_capacity.get_or_insert(BytesPerSec(m.wbps));
     }
 
+    /// Measures the data directory's disk again and puts the new model in
+    /// force (blocking: a bounded calibration, ~8 s in the VM). Returns the
+    /// IO floor capacity that follows from it (read, write), for the sides
+    /// `[qos]` does not name. On error nothing changed.
+    pub fn recalibrate(
+        &mut self,
+    ) -> Result<(Option<BytesPerSec>, Option<BytesPerSec>), RecalibrateError> {
+        let Some(setup) = &self.setup else {
+            return Err(RecalibrateError::NothingToMeasure(format!(
+                "iocost is not in use: {}",
+                self.caps.detail
+            )));
+        };
+        let n = node::remeasure(setup).map_err(|e| match e {
+            IoCostError::NotApplicable(why) => RecalibrateError::NothingToMeasure(why),
+            e => RecalibrateError::Failed(e.to_string()),
+        })?;
+        let capacity = n.measured.as_ref().map_or((None, None), |(_, m)| {
+            (
+                self.capacity_from_model.0.then_some(BytesPerSec(m.rbps)),
+                self.capacity_from_model.1.then_some(BytesPerSec(m.wbps)),
+            )
+        });
+        self.caps = caps_of(&n);
+        self.node = Some(n);
+        Ok(capacity)
+    }
+
     /// The summary line for `caps`.
     pub fn summary(&self) -> String {
+        Self::summary_of(&self.caps)
+    }
+
+    /// The summary line of `caps`.
+    pub fn summary_of(caps: &IoCostCaps) -> String {
         format!(
             "{} iocost: {}",
-            if self.caps.available {
+            if caps.available {
                 "available: "
             } else {
                 "UNAVAILABLE:"
             },
-            self.caps.detail
+            caps.detail
         )
     }
 

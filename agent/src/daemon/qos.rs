@@ -27,9 +27,11 @@ pub fn start(cfg: &Config, root: Option<ManagedRoot>) -> Option<Arc<QosService>>
     match QosService::open(cfg.qos.settings(), root, &cfg.agent.data_dir, disks) {
         Ok(svc) => {
             let o = svc.overview();
+            // The loop's thread marks itself running a moment later ("protection
+            // loop started"): say what was configured, not that race's outcome.
             info!(
                 workloads = o.workloads.len(),
-                protection = o.protection.running,
+                protection = cfg.qos.protection,
                 "QoS enforcement ready"
             );
             for n in o.protection.notes.iter().chain(&o.notes) {

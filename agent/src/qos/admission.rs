@@ -63,6 +63,8 @@ struct Line {
     get: fn(&MinimalReservation) -> Option<u64>,
     show: fn(u64) -> String,
     config_key: &'static str,
+    /// What else gives the capacity, for the refusal.
+    hint: &'static str,
 }
 
 fn show_cpu(v: u64) -> String {
@@ -85,6 +87,7 @@ impl NodeBudget {
                 get: |r| r.cpu.map(MilliCpu::get),
                 show: show_cpu,
                 config_key: "qos.system_reserved_cpu",
+                hint: "",
             },
             Line {
                 name: "memory",
@@ -93,6 +96,7 @@ impl NodeBudget {
                 get: |r| r.memory.map(Bytes::get),
                 show: show_bytes,
                 config_key: "qos.system_reserved_memory",
+                hint: "",
             },
             Line {
                 name: "io read",
@@ -101,6 +105,7 @@ impl NodeBudget {
                 get: |r| r.io_read.map(BytesPerSec::get),
                 show: show_rate,
                 config_key: "qos.io_read_capacity",
+                hint: "; or, on cgroup v2, qos.io_cost = \"measure\" (the default) measures the disk",
             },
             Line {
                 name: "io write",
@@ -109,6 +114,7 @@ impl NodeBudget {
                 get: |r| r.io_write.map(BytesPerSec::get),
                 show: show_rate,
                 config_key: "qos.io_write_capacity",
+                hint: "; or, on cgroup v2, qos.io_cost = \"measure\" (the default) measures the disk",
             },
             Line {
                 name: "network egress",
@@ -117,6 +123,7 @@ impl NodeBudget {
                 get: |r| r.network_egress.map(BytesPerSec::get),
                 show: show_rate,
                 config_key: "qos.network_egress_capacity",
+                hint: "",
             },
             Line {
                 name: "network ingress",
@@ -125,6 +132,7 @@ impl NodeBudget {
                 get: |r| r.network_ingress.map(BytesPerSec::get),
                 show: show_rate,
                 config_key: "qos.network_ingress_capacity",
+                hint: "",
             },
         ]
     }
@@ -144,11 +152,12 @@ impl NodeBudget {
             let taken: u64 = others.clone().filter_map(l.get).sum();
             let Some(cap) = l.capacity else {
                 refusals.push(format!(
-                    "{} reservation {} refused: the node's {} capacity is unknown (set {})",
+                    "{} reservation {} refused: the node's {} capacity is unknown (set {}{})",
                     l.name,
                     (l.show)(asked),
                     l.name,
-                    l.config_key
+                    l.config_key,
+                    l.hint
                 ));
                 continue;
             };
@@ -267,7 +276,9 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.0[2].contains("capacity is unknown (set qos.io_write_capacity)"),
+            e.0[2].contains(
+                "capacity is unknown (set qos.io_write_capacity; or, on cgroup v2, qos.io_cost"
+            ),
             "{e}"
         );
     }

@@ -111,6 +111,9 @@ struct Live {
 #[derive(Debug)]
 struct State {
     node: NodeFacts,
+    /// Read and write bandwidth offered to IO floors (`[qos]`, or the
+    /// measured iocost model; a new measurement replaces it).
+    io_capacity: (Option<BytesPerSec>, Option<BytesPerSec>),
     entries: BTreeMap<String, Live>,
     root_reports: Vec<KnobReport>,
     notes: Vec<String>,
@@ -150,6 +153,7 @@ impl QosService {
             warn!(note = %n, "QoS store");
         }
         let node = facts::probe_node(root.backend(), &disks, settings.protection);
+        let io_capacity = (settings.io_read_capacity, settings.io_write_capacity);
         let svc = Arc::new(QosService {
             root,
             store,
@@ -157,6 +161,7 @@ impl QosService {
             disks,
             state: Mutex::new(State {
                 node,
+                io_capacity,
                 entries: entries
                     .into_iter()
                     .map(|e| {
@@ -229,12 +234,13 @@ impl QosService {
         self.disks.iter().map(|d| (d.major, d.minor)).collect()
     }
 
-    fn budget(&self, node: &NodeFacts) -> NodeBudget {
+    fn budget(&self, st: &State) -> NodeBudget {
+        let node = &st.node;
         NodeBudget {
             cpu: MilliCpu::from_cores(node.cpus.len() as u64),
             memory: Bytes(node.memory_bytes),
-            io_read: self.settings.io_read_capacity,
-            io_write: self.settings.io_write_capacity,
+            io_read: st.io_capacity.0,
+            io_write: st.io_capacity.1,
             network_egress: self.settings.network_egress_capacity,
             network_ingress: self.settings.network_ingress_capacity,
             reserved_cpu: self.settings.system_reserved_cpu,
@@ -296,7 +302,7 @@ impl QosService {
                 .map(|p| p.pids.clone())
                 .unwrap_or_default(),
         };
-        let budget = self.budget(&st.node);
+        let budget = self.budget(&st);
         if let Err(e) = self.store.admit_and_put(&budget, &entry) {
             if created {
                 let _ = self.backend().remove(&cgroup);
@@ -451,7 +457,7 @@ impl QosService {
     /// Everything.
     pub fn overview(&self) -> QosOverview {
         let st = lock(&self.state);
-        let budget = self.budget(&st.node);
+        let budget = self.budget(&st);
         let reservations: Vec<_> = st
             .entries
             .values()
@@ -487,6 +493,18 @@ impl QosService {
                 profile: l.entry.spec.profile,
             })
             .collect()
+    }
+
+    /// New IO floor capacity (the disk measured again): later admissions
+    /// are judged against it; classes already admitted keep their floors.
+    pub fn set_io_capacity(&self, read: Option<BytesPerSec>, write: Option<BytesPerSec>) {
+        let mut st = lock(&self.state);
+        if let Some(r) = read {
+            st.io_capacity.0 = Some(r);
+        }
+        if let Some(w) = write {
+            st.io_capacity.1 = Some(w);
+        }
     }
 
     /// What the eBPF datapath enforces (it starts after this service): the

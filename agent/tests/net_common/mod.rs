@@ -378,8 +378,20 @@ impl Receiver {
     }
 
     pub fn finish(mut self, timeout: Duration) -> RecvReport {
+        // Read the report while the receiver writes it: a long run's samples
+        // fill more than the pipe holds, and the receiver cannot exit before
+        // they are read.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut lines = self.lines;
+        std::thread::spawn(move || {
+            let _ = tx.send(lines.next());
+        });
+        let line = rx
+            .recv_timeout(timeout)
+            .unwrap_or_else(|_| panic!("no receiver report within {timeout:?}"))
+            .expect("receiver report")
+            .unwrap();
         self.proc.wait_ok(timeout);
-        let line = self.lines.next().expect("receiver report").unwrap();
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         RecvReport {
             bytes: v["bytes"].as_u64().unwrap(),
@@ -521,4 +533,69 @@ pub fn testable_cap(want: u64, uncapped: f64) -> u64 {
 /// `(a - b) / b`.
 pub fn rel(a: f64, b: f64) -> f64 {
     (a - b) / b
+}
+
+/// node --veth--> peer: two test namespaces joined by a veth pair.
+pub struct Link {
+    pub node: TestNetns,
+    pub peer: TestNetns,
+    pub peer_ip: String,
+    /// The node end of the pair.
+    pub dev: String,
+}
+
+impl Link {
+    pub fn new(tag: &str) -> Self {
+        let node = TestNetns::new(&format!("{tag}-node"));
+        let peer = TestNetns::new(&format!("{tag}-peer"));
+        let id = std::process::id() % 100_000;
+        let (vn, vp) = (format!("dan{id}"), format!("dap{id}"));
+        let net = 150 + (id % 50);
+        sh(&[
+            "ip", "link", "add", &vn, "netns", &node.name, "type", "veth", "peer", "name", &vp,
+            "netns", &peer.name,
+        ]);
+        node.exec(&["ip", "addr", "add", &format!("10.{net}.0.1/24"), "dev", &vn]);
+        peer.exec(&["ip", "addr", "add", &format!("10.{net}.0.2/24"), "dev", &vp]);
+        node.exec(&["ip", "link", "set", &vn, "up"]);
+        peer.exec(&["ip", "link", "set", &vp, "up"]);
+        Link {
+            node,
+            peer,
+            peer_ip: format!("10.{net}.0.2"),
+            dev: vn,
+        }
+    }
+
+    /// What four unpaced connections from workload `name` move node -> peer
+    /// in 2 s (from 0.5 s after the first byte), bytes/s.
+    pub fn ceiling(&self, t: &TestRoot, name: &str) -> f64 {
+        let rx = Receiver::start(
+            t,
+            None,
+            Some(&self.peer.name),
+            &format!("{}:0", self.peer_ip),
+            4,
+        );
+        let tx = Sender::start(
+            t,
+            name,
+            Some(&self.node.name),
+            &rx.addr,
+            &["--secs", "2", "--streams", "4"],
+        );
+        let sent = tx.finish(Duration::from_secs(60));
+        let got = rx.finish(Duration::from_secs(60));
+        got.rate(got.first_byte_ns() + 500_000_000, sent.end_ns)
+    }
+
+    /// Shapes the node's egress with tbf to `bytes_per_second` (the bottleneck
+    /// the workloads share, as a NIC would be).
+    pub fn shape(&self, bytes_per_second: u64) {
+        let rate = format!("{}kbit", bytes_per_second * 8 / 1000);
+        self.node.exec(&[
+            "tc", "qdisc", "add", "dev", &self.dev, "root", "tbf", "rate", &rate, "burst", "1mb",
+            "latency", "20ms",
+        ]);
+    }
 }

@@ -1,8 +1,29 @@
 //! Host side of the tests that boot the VM to run a crate's guest tests:
 //! `daros-vmtest cargo-test ARGS`, its output echoed for the log.
-#![allow(clippy::expect_used)]
+#![allow(dead_code, clippy::expect_used)]
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The datapath binary (`daros-bpf`: darosd's loader and the traffic
+/// generator of the network tests), built on the host; its path goes to the
+/// guest as `DAROS_BPF_BIN` (daros-vmtest forwards DAROS_* variables and the
+/// repository is shared).
+pub fn daros_bpf_bin() -> PathBuf {
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "daros-ebpf", "--bin", "daros-bpf"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo build");
+    assert!(build.success(), "cargo build -p daros-ebpf --bin daros-bpf");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target
+        .join("debug/daros-bpf")
+        .canonicalize()
+        .expect("daros-bpf built")
+}
 
 /// Runs `daros-vmtest cargo-test` with `args` from this crate's directory;
 /// returns its exit code and stdout (both streams are printed).

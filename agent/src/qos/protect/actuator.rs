@@ -287,9 +287,13 @@ impl Actuator {
                             _ => None,
                         };
                         let pick = |rate: f64, old: Option<u64>, stat: Option<u64>| {
-                            let v = match old {
-                                Some(o) => ((o as f64) * scale) as u64,
-                                None => (rate / 4.0) as u64,
+                            let v = match (old, r) {
+                                (Some(o), _) => ((o as f64) * scale) as u64,
+                                // Not measured yet (its series just opened): a
+                                // quarter of an unknown rate is not zero, so no
+                                // hold until the next step has its rate.
+                                (None, None) => return stat,
+                                (None, Some(_)) => (rate / 4.0) as u64,
                             }
                             .max(MIN_IO_RATE);
                             Some(stat.map_or(v, |s| v.min(s)))

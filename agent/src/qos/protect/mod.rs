@@ -198,12 +198,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Replaces the watch set (the loop picks it up at its next wake-up).
+    /// Replaces the watch set (the loop picks it up at its next wake-up). The
+    /// same set again is no change: the loop keeps its series (a rebuild
+    /// leaves it without rates for a window).
     pub fn set_watch(&self, workloads: Vec<Watched>) {
         let mut g = self
             .watch
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if g.workloads == workloads {
+            return;
+        }
         let generation = g.generation + 1;
         *g = Arc::new(WatchSet {
             generation,
@@ -330,6 +335,24 @@ mod tests {
         }
         assert_eq!(s.events().len(), EVENT_CAPACITY);
         s.set_watch(vec![]);
+        assert_eq!(s.watch().generation, 0, "the same set is no change");
+        let w = Watched {
+            id: "managed/a".into(),
+            class: QosClass::BestEffort,
+            cgroup: crate::cgroup::CgroupPath::new("daros/a").unwrap(),
+            floor_cpu: 0.0,
+            floor_memory: 0.0,
+            floor_io_read: 0.0,
+            floor_io_write: 0.0,
+            cpu_limit: None,
+            memory_high: None,
+            memory_bound: 0,
+            io_read_limit: None,
+            io_write_limit: None,
+        };
+        s.set_watch(vec![w.clone()]);
+        s.set_watch(vec![w]);
+        assert_eq!(s.watch().generation, 1);
         s.set_watch(vec![]);
         assert_eq!(s.watch().generation, 2);
     }

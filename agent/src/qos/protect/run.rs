@@ -380,6 +380,11 @@ impl Loop {
             let Some(policy) = self.policies.get_mut(&res) else {
                 continue;
             };
+            // A reserved workload without rates yet (a new series) is not a
+            // workload gone: the level stays until it is measured again.
+            if obs.is_empty() && watched.iter().any(|w| w.reserved() && has_floor(res, w)) {
+                continue;
+            }
             if obs.is_empty() {
                 if policy.level() > 0 {
                     *policy = ResourcePolicy::new(&self.cfg.policy);
@@ -552,6 +557,16 @@ fn thread_cpu() -> Duration {
         u64::try_from(t.tv_sec).unwrap_or(0),
         u32::try_from(t.tv_nsec).unwrap_or(0),
     )
+}
+
+/// Whether `w` has a floor the loop watches on `res`.
+fn has_floor(res: Resource, w: &Watched) -> bool {
+    match res {
+        Resource::Cpu => w.floor_cpu > 0.0,
+        Resource::Memory => w.floor_memory > 0.0,
+        Resource::Io => w.floor_io_read > 0.0 || w.floor_io_write > 0.0,
+        _ => false,
+    }
 }
 
 /// The reserved workloads' observations of one resource.
