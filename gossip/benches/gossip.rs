@@ -5,14 +5,15 @@
 //! `cargo bench -p daros-gossip --bench gossip -- [nodes] [interval_ms]` (default 100 1000).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "side_gossip/node_info.rs"]
+mod node_info;
+use node_info::info;
+
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use daros_gossip::membership::{
-    GossipKey, Keyring, LocalInfo, MemberStatus, Membership, MembershipConfig, Resources,
-    UsageSummary,
-};
+use daros_gossip::membership::{GossipKey, Keyring, MemberStatus, Membership, MembershipConfig};
 use daros_gossip::{NodeId, Role};
 
 fn free_port() -> u16 {
@@ -21,28 +22,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn info(i: usize, marker: u64) -> LocalInfo {
-    let cap = Resources {
-        cpu_millicores: 64_000,
-        memory_bytes: 256 << 30,
-        gpus: 8,
-        net_mbps: 25_000,
-    };
-    LocalInfo {
-        allocatable: cap.clone(),
-        capacity: cap,
-        usage: UsageSummary {
-            cpu_millicores: 1000 + i as u64,
-            memory_bytes: marker,
-            cpu_pressure: 1.5,
-            memory_pressure: 0.2,
-        },
-        qos: Default::default(),
-        runtimes: vec!["process".into(), "kubernetes".into()],
-        agent_version: "0.1.0".into(),
-    }
 }
 
 fn pct(mut v: Vec<f64>, p: f64) -> f64 {

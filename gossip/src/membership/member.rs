@@ -147,7 +147,7 @@ pub struct Member {
 
 impl LocalInfo {
     /// The key-value pairs that carry this info.
-    pub(crate) fn to_kv(&self) -> Vec<(&'static str, String)> {
+    pub fn to_kv(&self) -> Vec<(&'static str, String)> {
         vec![
             (keys::CAPACITY, json(&self.capacity)),
             (keys::ALLOCATABLE, json(&self.allocatable)),

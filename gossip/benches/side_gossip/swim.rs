@@ -1,0 +1,380 @@
+//! A design experiment, not darosd's membership: SWIM (the `foca` crate, memberlist's LAN
+//! timing: 1 s probes, 200 ms piggyback gossip to 3, an announce to one member every 30 s) on
+//! the same sealed UDP datagrams. A member's description travels as a versioned custom broadcast
+//! (retransmitted 4·log10(N+1) times, like memberlist's); a member that learns of another whose
+//! description it lacks asks that member directly, and every 30 s each sends the versions it holds
+//! to one random member, which answers with every newer description (memberlist's push-pull,
+//! pull only): a broadcast reaches everyone only with high probability. Measured with the same scenario as the other
+//! two columns, before it replaces chitchat.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use daros_gossip::membership::{GossipKey, Keyring};
+use foca::{BroadcastHandler, Config, Foca, Invalidates, OwnedNotification, PostcardCodec, Timer};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::{Deserialize, Serialize};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+use super::driver::{Member, drive};
+use super::node_info;
+use super::scenario::{Figures, Scenario};
+use super::wire::{self, GOSSIP_BASE, WireCounter};
+
+/// Who a member is: foca's identity (small: it travels in every message).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Id {
+    node: String,
+    generation: u64,
+    addr: SocketAddr,
+    bump: u16,
+}
+
+impl foca::Identity for Id {
+    type Addr = SocketAddr;
+
+    fn renew(&self) -> Option<Self> {
+        Some(Id {
+            bump: self.bump.wrapping_add(1),
+            ..self.clone()
+        })
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn win_addr_conflict(&self, other: &Self) -> bool {
+        (self.generation, self.bump) > (other.generation, other.bump)
+    }
+}
+
+/// A member's description at one version.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Info {
+    node: String,
+    generation: u64,
+    version: u64,
+    kv: Vec<(String, String)>,
+}
+
+/// What a description broadcast replaces: older versions of the same member's.
+struct InfoKey {
+    node: String,
+    at: (u64, u64),
+}
+
+impl Invalidates for InfoKey {
+    fn invalidates(&self, other: &Self) -> bool {
+        self.node == other.node && self.at >= other.at
+    }
+}
+
+type Store = Arc<Mutex<HashMap<String, Info>>>;
+
+/// Keeps the newest description of every member; a newer one is passed on.
+struct Handler(Store);
+
+#[derive(Debug, thiserror::Error)]
+#[error("description does not decode: {0}")]
+struct BadInfo(String);
+
+impl Handler {
+    fn take(store: &Store, info: Info) -> Option<InfoKey> {
+        let mut s = store.lock().unwrap();
+        let at = (info.generation, info.version);
+        let newer = s
+            .get(&info.node)
+            .is_none_or(|old| (old.generation, old.version) < at);
+        newer.then(|| {
+            let key = InfoKey {
+                node: info.node.clone(),
+                at,
+            };
+            s.insert(info.node.clone(), info);
+            key
+        })
+    }
+}
+
+impl BroadcastHandler<Id> for Handler {
+    type Key = InfoKey;
+    type Error = BadInfo;
+
+    fn receive_item(&mut self, data: &[u8], _: Option<&Id>) -> Result<Option<InfoKey>, BadInfo> {
+        let info: Info = serde_json::from_slice(data).map_err(|e| BadInfo(e.to_string()))?;
+        Ok(Self::take(&self.0, info))
+    }
+}
+
+/// Datagram kinds inside the seal.
+const FOCA: u8 = 0;
+const ASK: u8 = 1;
+const TELL: u8 = 2;
+/// The versions of every description the sender holds; the answer is a TELL of each newer one.
+const SYNC: u8 = 3;
+/// How often a member sends its versions to one random member (memberlist's push-pull: a
+/// broadcast reaches everyone only with high probability; this repairs the misses).
+const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+enum Input {
+    Timer(Timer<Id>),
+    Publish(Vec<(String, String)>),
+    Counts(oneshot::Sender<(usize, usize)>),
+    Lookup(String, oneshot::Sender<(bool, Option<Info>)>),
+    Stop,
+}
+
+struct Node {
+    tx: mpsc::UnboundedSender<Input>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Node {
+    /// How many members this one sees up, and how many descriptions it holds (its own too).
+    async fn counts(&self) -> (usize, usize) {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Input::Counts(tx));
+        rx.await.unwrap_or_default()
+    }
+
+    /// Whether this member sees `node` up, and its description of it.
+    async fn lookup(&self, node: String) -> (bool, Option<Info>) {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Input::Lookup(node, tx));
+        rx.await.unwrap_or_default()
+    }
+
+    fn publish_kv(&self, kv: &[(&'static str, String)]) {
+        let kv = kv.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let _ = self.tx.send(Input::Publish(kv));
+    }
+}
+
+fn name(i: usize) -> String {
+    format!("node-{i:04}")
+}
+
+fn addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], GOSSIP_BASE + i as u16))
+}
+
+async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Node {
+    let me = Id {
+        node: name(i),
+        generation: 1,
+        addr: addr(i),
+        bump: 0,
+    };
+    let store: Store = Arc::default();
+    let cfg = Config::new_lan(NonZeroU32::new(n as u32).unwrap());
+    let mut foca = Foca::with_custom_broadcast(
+        me.clone(),
+        cfg,
+        StdRng::from_os_rng(),
+        PostcardCodec,
+        Handler(store.clone()),
+    );
+    let socket = Arc::new(UdpSocket::bind(me.addr).await.unwrap());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let recv_tx = tx.clone();
+    let sock = socket.clone();
+    let ring_in = ring.clone();
+    // Datagrams in: opened, then handed to the member's loop.
+    let (data_tx, mut data_rx) = mpsc::unbounded_channel::<(SocketAddr, Vec<u8>)>();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_536];
+        while let Ok((len, from)) = sock.recv_from(&mut buf).await {
+            if let Ok(f) = ring_in.open(&buf[..len])
+                && data_tx.send((from, f.plaintext)).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let task = tokio::spawn(async move {
+        let mut rt = foca::AccumulatingRuntime::new();
+        let mut version = 0u64;
+        let mut rng = StdRng::from_os_rng();
+        let mut sweep = tokio::time::interval(SYNC_EVERY);
+        for s in seeds.into_iter().filter(|s| *s != me.addr) {
+            let seed = Id {
+                node: String::new(),
+                generation: 0,
+                addr: s,
+                bump: 0,
+            };
+            let _ = foca.announce(seed, &mut rt);
+        }
+        loop {
+            let mut asks: Vec<SocketAddr> = Vec::new();
+            tokio::select! {
+                Some((from, plain)) = data_rx.recv() => match plain.first() {
+                    Some(&FOCA) => {
+                        let _ = foca.handle_data(&plain[1..], &mut rt);
+                    }
+                    Some(&ASK) => {
+                        let mine = store.lock().unwrap().get(&me.node).cloned();
+                        if let Some(mine) = mine {
+                            let mut m = vec![TELL];
+                            m.extend(serde_json::to_vec(&mine).unwrap());
+                            send(&socket, &ring, from, &m).await;
+                        }
+                    }
+                    Some(&TELL) => {
+                        if let Ok(info) = serde_json::from_slice::<Info>(&plain[1..]) {
+                            Handler::take(&store, info);
+                        }
+                    }
+                    Some(&SYNC) => {
+                        let theirs: HashMap<String, (u64, u64)> =
+                            serde_json::from_slice(&plain[1..]).unwrap_or_default();
+                        let newer: Vec<Info> = store
+                            .lock()
+                            .unwrap()
+                            .values()
+                            .filter(|i| {
+                                theirs
+                                    .get(&i.node)
+                                    .is_none_or(|at| *at < (i.generation, i.version))
+                            })
+                            .cloned()
+                            .collect();
+                        for info in newer {
+                            let mut m = vec![TELL];
+                            m.extend(serde_json::to_vec(&info).unwrap());
+                            send(&socket, &ring, from, &m).await;
+                        }
+                    }
+                    _ => {}
+                },
+                Some(input) = rx.recv() => match input {
+                    Input::Timer(t) => {
+                        let _ = foca.handle_timer(t, &mut rt);
+                    }
+                    Input::Publish(kv) => {
+                        version += 1;
+                        let info = Info { node: me.node.clone(), generation: 1, version, kv };
+                        let _ = foca.add_broadcast(&serde_json::to_vec(&info).unwrap());
+                    }
+                    Input::Counts(reply) => {
+                        let _ = reply.send((foca.num_members(), store.lock().unwrap().len()));
+                    }
+                    Input::Lookup(node, reply) => {
+                        let up = foca.iter_members().any(|m| m.id().node == node);
+                        let info = store.lock().unwrap().get(&node).cloned();
+                        let _ = reply.send((up, info));
+                    }
+                    Input::Stop => break,
+                },
+                _ = sweep.tick() => {
+                    let members: Vec<SocketAddr> = foca.iter_members().map(|m| m.id().addr).collect();
+                    if !members.is_empty() {
+                        use rand::Rng;
+                        let to = members[rng.random_range(0..members.len())];
+                        let mine: HashMap<String, (u64, u64)> = store
+                            .lock()
+                            .unwrap()
+                            .values()
+                            .map(|i| (i.node.clone(), (i.generation, i.version)))
+                            .collect();
+                        let mut m = vec![SYNC];
+                        m.extend(serde_json::to_vec(&mine).unwrap());
+                        send(&socket, &ring, to, &m).await;
+                    }
+                }
+            }
+            while let Some((dst, data)) = rt.to_send() {
+                let mut m = vec![FOCA];
+                m.extend_from_slice(&data);
+                send(&socket, &ring, dst.addr, &m).await;
+            }
+            while let Some((delay, t)) = rt.to_schedule() {
+                let tx = recv_tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = tx.send(Input::Timer(t));
+                });
+            }
+            while let Some(note) = rt.to_notify() {
+                if let OwnedNotification::MemberUp(id) = note {
+                    let known = store
+                        .lock()
+                        .unwrap()
+                        .get(&id.node)
+                        .is_some_and(|x| x.generation >= id.generation);
+                    if !known {
+                        asks.push(id.addr);
+                    }
+                }
+            }
+            for to in asks {
+                send(&socket, &ring, to, &[ASK]).await;
+            }
+        }
+        reader.abort();
+    });
+    Node { tx, task }
+}
+
+async fn send(socket: &UdpSocket, ring: &Keyring, to: SocketAddr, plain: &[u8]) {
+    if let Ok(dgs) = ring.seal(plain) {
+        for dg in dgs {
+            let _ = socket.send_to(&dg, to).await;
+        }
+    }
+}
+
+impl Member for Node {
+    async fn sees_all(&self, n: usize) -> bool {
+        let (up, infos) = self.counts().await;
+        up + 1 >= n && infos >= n
+    }
+
+    async fn has_update(&self, who: usize, marker: u64) -> bool {
+        let kv = node_info::info(who, marker).to_kv();
+        let usage = kv.iter().find(|(k, _)| *k == "usage").map(|(_, v)| v);
+        self.lookup(name(who))
+            .await
+            .1
+            .is_some_and(|i| i.kv.iter().any(|(k, v)| k == "usage" && Some(v) == usage))
+    }
+
+    async fn sees_dead(&self, victim: usize) -> bool {
+        !self.lookup(name(victim)).await.0
+    }
+
+    async fn publish(&self, sc: &Scenario, i: usize, marker: u64) {
+        self.publish_kv(&sc.tags(i, marker));
+    }
+
+    async fn stop(self) {
+        let _ = self.tx.send(Input::Stop);
+        let _ = self.task.await;
+    }
+
+    fn own_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+pub async fn run(sc: &Scenario) -> Figures {
+    let n = sc.nodes;
+    let counter = WireCounter::install(n);
+    let rss0 = wire::rss_bytes(std::process::id());
+    let ring = Keyring::new(&GossipKey::generate(1), &[]);
+    let seeds: Vec<SocketAddr> = (0..n.min(3)).map(addr).collect();
+    let t0 = Instant::now();
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        let node = start(i, n, ring.clone(), seeds.clone()).await;
+        node.publish_kv(&sc.tags(i, 0));
+        nodes.push(Some(node));
+    }
+    drive(sc, &counter, nodes, t0, rss0).await
+}
