@@ -210,7 +210,10 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
         for (at, img) in crate::policy::security::pod_images(w) {
             images.push((format!("{}/{at}", w.name), img));
         }
-        for j in &w.init_jobs {
+        for s in crate::traits::sidecar::sidecars(&w.traits) {
+            images.push((format!("{}/sidecar/{}", w.name, s.name), Some(s.image)));
+        }
+        for (_, j) in w.all_init_jobs() {
             let name = format!("{}/init/{}", w.name, j.name);
             runtimes.push((name.clone(), j.runtime.unwrap_or(w.runtime).runtime_type));
             images.push((name, j.image.clone().or_else(|| w.image.clone())));

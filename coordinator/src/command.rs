@@ -139,6 +139,20 @@ pub enum Command {
         /// Pool name.
         name: String,
     },
+    /// Deletes a tenant's Config (refused while a workload reads it).
+    DeleteConfig {
+        /// Tenant.
+        tenant: String,
+        /// Config name.
+        name: String,
+    },
+    /// Deletes a tenant's Secret (refused while a workload reads it).
+    DeleteSecret {
+        /// Tenant.
+        tenant: String,
+        /// Secret name.
+        name: String,
+    },
     /// A runtime adapter reports an instance's state.
     ReportWorkload {
         /// The instance.
@@ -222,6 +236,21 @@ pub enum Command {
 }
 
 impl Command {
+    /// `tenant/name` of a Secret document whose values are not sealed: such
+    /// a command must never be proposed (the raft log would keep the value).
+    pub fn plain_secret(&self) -> Option<String> {
+        match self {
+            Command::Apply { documents, .. } => documents.iter().find_map(|d| match d {
+                Document::Secret(s) if !s.plain_keys().is_empty() => {
+                    Some(format!("{}/{}", s.tenant, s.name))
+                }
+                _ => None,
+            }),
+            Command::Expect { then, .. } => then.plain_secret(),
+            _ => None,
+        }
+    }
+
     /// The command's name (`Apply`, `ReportWorkload`, ...), for metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -237,6 +266,8 @@ impl Command {
             Command::RollbackPolicy { .. } => "RollbackPolicy",
             Command::DeletePolicy { .. } => "DeletePolicy",
             Command::DeletePool { .. } => "DeletePool",
+            Command::DeleteConfig { .. } => "DeleteConfig",
+            Command::DeleteSecret { .. } => "DeleteSecret",
             Command::ReportWorkload { .. } => "ReportWorkload",
             Command::ReportInitJob { .. } => "ReportInitJob",
             Command::NodeInventory { .. } => "NodeInventory",

@@ -38,6 +38,8 @@ pub mod reconcile;
 pub mod spec;
 /// The coordinator state.
 pub mod state;
+/// Traits: declarative add-ons on workloads, by registered handler.
+pub mod traits;
 /// Spec versions and rollback.
 pub mod version;
 /// What-if simulation.

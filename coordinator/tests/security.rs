@@ -339,3 +339,20 @@ fn groups_are_policy_bound_too() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_sidecar_image_is_checked_like_the_workload_s() {
+    let mut c = cluster("allowedImages: [\"/usr/bin/*\"]");
+    apply(
+        &mut c,
+        &process_app(
+            "shipper",
+            "      image: /usr/bin/sleep\n      traits:\n      - type: sidecar\n        properties: {sidecars: [{name: ship, image: /opt/evil/ship, runtimeSpec: {command: /opt/evil/ship}}]}\n",
+            "{command: /usr/bin/sleep}",
+        ),
+        1,
+    );
+    let r = refused(&c, "shipper").join("\n");
+    assert!(r.contains("web/sidecar/ship (/opt/evil/ship)"), "{r}");
+    assert!(!r.contains("(/usr/bin/sleep)"), "{r}");
+}

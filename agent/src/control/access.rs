@@ -115,6 +115,13 @@ pub(super) fn answer_as(
             filter_tenant_scoped(q, v, &may)
         }
         ControlQuery::Pools => st.answer(q),
+        ControlQuery::Configs { tenant } | ControlQuery::Secrets { tenant } => {
+            check(
+                Need::tenant(Permission::Read, tenant),
+                &format!("read the Configs and Secrets of tenant {tenant}"),
+            )?;
+            st.answer(q)
+        }
         ControlQuery::Audit { filter } => {
             let principal = c.access().resolve(actor, now).unwrap_or_default();
             if c.access()
@@ -233,6 +240,13 @@ fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Failure> {
 /// reports only for itself, makes no leader decisions, and a request it
 /// forwards acts as that node (unless it carries a token).
 pub(super) fn admit_command(mut s: Stamped, peer: &PeerIdentity) -> Result<Stamped, String> {
+    if let ControlCommand::Coordinator { command } = &s.command
+        && let Some(secret) = command.plain_secret()
+    {
+        return Err(format!(
+            "Secret {secret} has values that are not sealed: a server agent seals them before proposing"
+        ));
+    }
     if peer.role != MeshRole::Client {
         return Ok(s);
     }

@@ -176,7 +176,11 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
                 let Ok(id) = NodeId::new(node.clone()) else {
                     return (node, d, false);
                 };
-                let body = match serde_json::to_value(node_work(&node, fence, &d)) {
+                let mut work = node_work(&node, fence, &d);
+                if let Some(k) = plane.secret_keys() {
+                    k.open_work(&mut work);
+                }
+                let body = match serde_json::to_value(work) {
                     Ok(b) => b,
                     Err(_) => return (node, d, false),
                 };

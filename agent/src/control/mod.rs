@@ -21,6 +21,7 @@ pub mod node;
 pub mod noop;
 pub mod plane;
 pub mod pressure;
+pub mod secrets;
 pub mod sla_metrics;
 pub mod state;
 pub mod timings;

@@ -51,6 +51,8 @@ pub struct ControlPlane {
     contact: Arc<super::contact::Contact>,
     timings: Arc<super::timings::Timings>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// The Secret sealing key (server agents only).
+    secret_keys: Option<Arc<super::secrets::SecretKeys>>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -100,6 +102,9 @@ impl ControlPlane {
             executor.unwrap_or_else(|| Arc::new(super::noop::NoopExecutor::default()));
         let id = bootstrap::node_id_of(&s.node_name)?;
         let cfg = bootstrap::prepare(&s.data_dir, &id, &s.mesh).await?;
+        let secret_keys = super::secrets::SecretKeys::load(&bootstrap::mesh_dir(&s.data_dir))
+            .map_err(|e| ControlError::Startup(format!("loading the secret sealing key: {e}")))?
+            .map(Arc::new);
         let (state, applied) = CoordinatorState::new();
         let timings = state.timings();
         let mesh = Mesh::start(cfg, state)
@@ -113,6 +118,7 @@ impl ControlPlane {
             contact: Arc::default(),
             timings,
             tasks: std::sync::Mutex::default(),
+            secret_keys,
         });
         let resync = node::serve_work(
             &mesh,
@@ -176,6 +182,32 @@ impl ControlPlane {
         &self.mesh
     }
 
+    /// The Secret sealing key, on a server agent.
+    pub fn secret_keys(&self) -> Option<&super::secrets::SecretKeys> {
+        self.secret_keys.as_deref()
+    }
+
+    /// Seals the Secret values of `docs` before they are written or
+    /// simulated; refused on a client agent, which holds no key.
+    pub fn seal_documents(
+        &self,
+        docs: &mut [daros_coordinator::spec::Document],
+    ) -> Result<(), String> {
+        if !docs
+            .iter()
+            .any(|d| matches!(d, daros_coordinator::spec::Document::Secret(_)))
+        {
+            return Ok(());
+        }
+        match &self.secret_keys {
+            Some(k) => k.seal_documents(docs),
+            None => Err(format!(
+                "node {} is a client agent and holds no sealing key: apply Secret documents through a server agent's API",
+                self.node
+            )),
+        }
+    }
+
     /// This node's name in the cluster.
     pub fn node_name(&self) -> &str {
         &self.node
@@ -201,6 +233,15 @@ impl ControlPlane {
     /// Inside [`with_caller`] the write is the caller's: checked against
     /// the role bindings and audited with the change.
     pub async fn write(&self, command: Command) -> Result<(Outcome, LogPosition), ControlError> {
+        // Never proposed with a plain secret value (the raft log would keep it).
+        if let Some(secret) = command.plain_secret() {
+            return Err(ControlError::Refused(super::state::Failure {
+                kind: super::state::FailureKind::Invalid,
+                message: format!(
+                    "Secret {secret} has values that are not sealed: apply it through the API (which seals them)"
+                ),
+            }));
+        }
         self.write_stamped(Stamped {
             at: now(),
             leader_term: None,

@@ -169,6 +169,16 @@ pub enum ControlQuery {
     },
     /// Tenants with what their applications hold.
     Tenants,
+    /// A tenant's Configs.
+    Configs {
+        /// Tenant.
+        tenant: String,
+    },
+    /// A tenant's Secrets, keys only.
+    Secrets {
+        /// Tenant.
+        tenant: String,
+    },
     /// Policies.
     Policies,
     /// Resource pools with their member nodes and capacity.
@@ -547,6 +557,12 @@ impl CoordinatorState {
                     .collect::<Vec<_>>(),
             )),
             ControlQuery::Policies => json(serde_json::to_value(c.policies().collect::<Vec<_>>())),
+            ControlQuery::Configs { tenant } => json(serde_json::to_value(
+                c.tenant_objects().configs(Some(tenant)),
+            )),
+            ControlQuery::Secrets { tenant } => json(serde_json::to_value(
+                c.tenant_objects().secrets(Some(tenant)),
+            )),
             ControlQuery::Policy { name } => {
                 let versions = c.policy_versions(name).map(<[_]>::to_vec);
                 let policy = c.policies().find(|p| &p.name == name).cloned();

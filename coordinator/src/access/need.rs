@@ -65,6 +65,8 @@ impl Need {
         use crate::model::policy::PolicyScope;
         match doc {
             Document::Application(a) => Need::tenant(Permission::Develop, &a.key().tenant),
+            Document::Config(c) => Need::tenant(Permission::Develop, &c.tenant),
+            Document::Secret(s) => Need::tenant(Permission::Develop, &s.tenant),
             Document::Policy(p) => match &p.scope {
                 PolicyScope::Global => Need::global(Permission::PlatformAdmin),
                 PolicyScope::Tenant { tenant } | PolicyScope::Application { tenant, .. } => {

@@ -2,6 +2,7 @@
 //! tenants, policies, resources, QoS classes, failures. One concept per file.
 
 pub mod application;
+pub mod config;
 pub mod dependency;
 pub mod disconnect;
 pub mod failure;
@@ -16,6 +17,7 @@ pub mod ratio;
 pub mod resources;
 pub mod rollout;
 pub mod runtime;
+pub mod secret;
 pub mod security;
 pub mod tenant;
 pub mod time;

@@ -156,6 +156,10 @@ pub struct Workload {
     /// paths, privileged).
     #[serde(default, skip_serializing_if = "WorkloadSecurity::is_default")]
     pub security: WorkloadSecurity,
+    /// Declarative add-ons (`env`, ...), each applied by its registered
+    /// handler ([`crate::traits`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traits: Vec<crate::traits::Trait>,
 }
 
 fn default_true() -> bool {
@@ -163,6 +167,25 @@ fn default_true() -> bool {
 }
 
 impl Workload {
+    /// Every init job, each with where it is written (relative to the
+    /// workload): `initJobs` first, then the `init` trait's, in order.
+    pub fn all_init_jobs(&self) -> Vec<(String, std::borrow::Cow<'_, InitJob>)> {
+        let mut out: Vec<(String, std::borrow::Cow<'_, InitJob>)> = self
+            .init_jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (format!("initJobs[{i}]"), std::borrow::Cow::Borrowed(j)))
+            .collect();
+        if !self.traits.is_empty() {
+            out.extend(
+                crate::traits::init::jobs(&self.traits)
+                    .into_iter()
+                    .map(|(p, j)| (p, std::borrow::Cow::Owned(j))),
+            );
+        }
+        out
+    }
+
     /// A minimal workload, for tests and programmatic construction.
     pub fn new(name: impl Into<String>, runtime: RuntimeRequirement) -> Self {
         Self {
@@ -182,6 +205,7 @@ impl Workload {
             critical: true,
             runtime_spec: RuntimeSpec::default(),
             security: WorkloadSecurity::default(),
+            traits: Vec::new(),
         }
     }
 }

@@ -113,7 +113,7 @@ impl Demand {
     pub fn of(app: &Application, w: &Workload, replica: u32) -> Demand {
         let mut request = profile_request(&w.resources);
         if replica == 0 {
-            for j in &w.init_jobs {
+            for (_, j) in w.all_init_jobs() {
                 request = request.max(profile_request(&j.resources));
             }
         }

@@ -41,6 +41,17 @@ pub struct WorkloadLaunch {
     /// tenant's first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Environment from its `env` trait, resolved against the tenant's
+    /// Configs and Secrets (secret values sealed here, opened by the leader
+    /// for the node only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<crate::traits::env::EnvVar>,
+    /// Volumes from its `storage` trait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::traits::storage::VolumeSpec>,
+    /// Sidecars from its `sidecar` trait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<crate::traits::sidecar::SidecarSpec>,
 }
 
 /// Everything an adapter needs to run an init job.
@@ -65,6 +76,12 @@ pub struct JobLaunch {
     /// Kubernetes namespace when the spec names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Environment from its workload's `env` trait (as [`WorkloadLaunch::env`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<crate::traits::env::EnvVar>,
+    /// Its workload's volumes (replica 0's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::traits::storage::VolumeSpec>,
 }
 
 /// What to do.

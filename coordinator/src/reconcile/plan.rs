@@ -119,6 +119,9 @@ pub fn launch_of(
         health_checks: w.health_checks.clone(),
         runtime_spec: w.runtime_spec.clone(),
         stop_on_client_after: app.lifecycle_of(w).disconnect.stop_on_client_after,
+        env: Vec::new(),
+        volumes: crate::traits::storage::volumes(&w.traits),
+        sidecars: crate::traits::sidecar::sidecars(&w.traits),
     }
 }
 
@@ -195,7 +198,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
         // Init jobs, one after another.
         let mut jobs_ok = true;
-        for j in &w.init_jobs {
+        for (_, j) in w.all_init_jobs() {
             let key = (w.name.clone(), j.name.clone());
             let Some(st) = input.runtime.jobs.get(&key) else {
                 continue;
@@ -233,6 +236,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 resources: j.resources,
                 timeout: j.timeout,
                 runtime_spec: j.runtime_spec.clone(),
+                env: Vec::new(),
+                volumes: crate::traits::storage::volumes(&w.traits),
             };
             match &st.observed {
                 ObservedState::Pending if st.attempts == 0 => {

@@ -2,11 +2,13 @@
 //! and its conversion to the model.
 
 use crate::model::application::{Application, ApplicationSpec};
+use crate::model::config::Config;
 use crate::model::node::{ExecutionNode, NodeCapacity};
 use crate::model::policy::{Policy, PolicyRules, PolicyScope};
 use crate::model::pool::{LabelSelector, ResourcePool};
 use crate::model::ratio::Ratio;
 use crate::model::runtime::{OsType, RuntimeType};
+use crate::model::secret::{Secret, SecretValue};
 use crate::model::tenant::{Tenant, TenantQuota};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -130,6 +132,50 @@ pub struct NodeSpec {
 
 fn default_true() -> bool {
     true
+}
+
+/// `spec` of a Config.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Values by key.
+    pub data: BTreeMap<String, String>,
+}
+
+/// `spec` of a Secret: plain values as the operator writes them (a server
+/// agent seals them before they are replicated), or `{sealed: ...}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSpec {
+    /// Values by key.
+    pub data: BTreeMap<String, SecretValue>,
+}
+
+/// Config document (metadata names the tenant, as an Application's).
+pub type ConfigDoc = Envelope<AppMetadata, ConfigSpec>;
+/// Secret document.
+pub type SecretDoc = Envelope<AppMetadata, SecretSpec>;
+
+impl ConfigDoc {
+    /// The model object.
+    pub fn into_model(self) -> Config {
+        Config {
+            name: self.metadata.name,
+            tenant: self.metadata.tenant,
+            data: self.spec.data,
+        }
+    }
+}
+
+impl SecretDoc {
+    /// The model object.
+    pub fn into_model(self) -> Secret {
+        Secret {
+            name: self.metadata.name,
+            tenant: self.metadata.tenant,
+            data: self.spec.data,
+        }
+    }
 }
 
 /// Application document.

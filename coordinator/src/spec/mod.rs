@@ -1,7 +1,7 @@
 //! Spec files: Kubernetes-like documents (`apiVersion: daros.io/v1`, `kind`,
 //! `metadata`, `spec`) in YAML (several documents separated by `---`) or
 //! JSON (one object or an array of them). Kinds: Application, Tenant,
-//! Policy, ResourcePool, Node. Unknown fields are refused with their path;
+//! Policy, ResourcePool, Node, Config, Secret. Unknown fields are refused with their path;
 //! every error names the document, the field path and the reason.
 
 pub mod bounds;
@@ -16,13 +16,23 @@ use crate::model::node::ExecutionNode;
 use crate::model::policy::Policy;
 use crate::model::pool::ResourcePool;
 use crate::model::tenant::Tenant;
-use envelope::{API_VERSION, ApplicationDoc, NodeDoc, PolicyDoc, PoolDoc, TenantDoc};
+use envelope::{
+    API_VERSION, ApplicationDoc, ConfigDoc, NodeDoc, PolicyDoc, PoolDoc, SecretDoc, TenantDoc,
+};
 pub use error::{SpecError, SpecErrors};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Kinds understood.
-pub const KINDS: [&str; 5] = ["Application", "Tenant", "Policy", "ResourcePool", "Node"];
+pub const KINDS: [&str; 7] = [
+    "Application",
+    "Tenant",
+    "Policy",
+    "ResourcePool",
+    "Node",
+    "Config",
+    "Secret",
+];
 
 /// A validated document.
 // Most documents are Applications, and a handful are parsed per apply: boxing
@@ -41,6 +51,10 @@ pub enum Document {
     ResourcePool(ResourcePool),
     /// An execution node.
     Node(ExecutionNode),
+    /// A tenant's configuration.
+    Config(crate::model::config::Config),
+    /// A tenant's secret (values sealed once a server agent took it).
+    Secret(crate::model::secret::Secret),
 }
 
 impl Document {
@@ -52,6 +66,8 @@ impl Document {
             Document::Policy(_) => "Policy",
             Document::ResourcePool(_) => "ResourcePool",
             Document::Node(_) => "Node",
+            Document::Config(_) => "Config",
+            Document::Secret(_) => "Secret",
         }
     }
 
@@ -63,6 +79,8 @@ impl Document {
             Document::Policy(p) => p.name.clone(),
             Document::ResourcePool(p) => p.name.clone(),
             Document::Node(n) => n.name.clone(),
+            Document::Config(c) => format!("{}/{}", c.tenant, c.name),
+            Document::Secret(s) => format!("{}/{}", s.tenant, s.name),
         }
     }
 }
@@ -283,6 +301,20 @@ fn typed(
             let n = d.into_model();
             ctx.check(validate::node(&n))?;
             Ok(Document::Node(n))
+        }
+        "Config" => {
+            let d: ConfigDoc = ctx.read(de)?;
+            ctx.version(&d.api_version)?;
+            let c = d.into_model();
+            ctx.check(validate::config(&c))?;
+            Ok(Document::Config(c))
+        }
+        "Secret" => {
+            let d: SecretDoc = ctx.read(de)?;
+            ctx.version(&d.api_version)?;
+            let s = d.into_model();
+            ctx.check(validate::secret(&s))?;
+            Ok(Document::Secret(s))
         }
         other => Err(fail(
             "kind",

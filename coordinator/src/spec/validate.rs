@@ -72,6 +72,11 @@ pub fn application(app: &Application) -> Vec<FieldError> {
         }
         workload(&mut v, app, w, &p);
         v.extend(w.security.validate(&join(&p, "security")));
+        v.extend(crate::traits::validate(
+            &w.traits,
+            w.runtime.runtime_type,
+            &join(&p, "traits"),
+        ));
     }
     let names: BTreeSet<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
     for (i, w) in s.workloads.iter().enumerate() {
@@ -211,10 +216,11 @@ fn workload(v: &mut Violations, app: &Application, w: &Workload, p: &str) {
         v.extend(h.validate(&hp));
     }
     let mut jobs = BTreeSet::new();
-    for (i, j) in w.init_jobs.iter().enumerate() {
-        let jp = format!("{p}.initJobs[{i}]");
+    let all = w.all_init_jobs();
+    for (at, j) in &all {
+        let jp = format!("{p}.{at}");
         name_at(v, &jp, "name", &j.name);
-        if !jobs.insert(j.name.as_str()) {
+        if !jobs.insert(j.name.clone()) {
             v.push(
                 join(&jp, "name"),
                 format!("duplicate init job name {:?}", j.name),
@@ -327,4 +333,72 @@ pub fn node(n: &ExecutionNode) -> Vec<FieldError> {
             e
         })
         .collect()
+}
+
+/// Most keys of one Config or Secret.
+const MAX_OBJECT_KEYS: usize = 256;
+/// Largest value.
+const MAX_OBJECT_VALUE: usize = 64 * 1024;
+
+fn object_keys<'a>(
+    v: &mut Violations,
+    name_: &str,
+    tenant: &str,
+    data: impl ExactSizeIterator<Item = (&'a String, usize)>,
+) {
+    name(v, "metadata.name", name_);
+    name(v, "metadata.tenant", tenant);
+    if data.len() == 0 {
+        v.push("spec.data", "needs at least one key");
+    }
+    if data.len() > MAX_OBJECT_KEYS {
+        v.push(
+            "spec.data",
+            format!("{} keys; at most {MAX_OBJECT_KEYS}", data.len()),
+        );
+    }
+    for (k, len) in data {
+        if let Err(reason) = crate::traits::env::check_key(k) {
+            v.push(format!("spec.data.{k}"), reason);
+        }
+        if len > MAX_OBJECT_VALUE {
+            v.push(
+                format!("spec.data.{k}"),
+                format!("{len} bytes; at most {MAX_OBJECT_VALUE}"),
+            );
+        }
+    }
+}
+
+/// Checks a Config.
+pub fn config(c: &crate::model::config::Config) -> Vec<FieldError> {
+    let mut v = Violations::new();
+    object_keys(
+        &mut v,
+        &c.name,
+        &c.tenant,
+        c.data.iter().map(|(k, x)| (k, x.len())),
+    );
+    v.errors().to_vec()
+}
+
+/// Checks a Secret (plain or sealed values).
+pub fn secret(s: &crate::model::secret::Secret) -> Vec<FieldError> {
+    use crate::model::secret::SecretValue;
+    let mut v = Violations::new();
+    object_keys(
+        &mut v,
+        &s.name,
+        &s.tenant,
+        s.data.iter().map(|(k, x)| {
+            (
+                k,
+                match x {
+                    SecretValue::Plain(t) => t.expose().len(),
+                    SecretValue::Sealed(_) => 0,
+                },
+            )
+        }),
+    );
+    v.errors().to_vec()
 }

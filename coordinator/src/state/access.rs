@@ -62,6 +62,9 @@ impl Coordinator {
                 self.policy_scope_needs(name, Some(*version))
             }
             Command::Unbind { name } => vec![self.binding_need(name)],
+            Command::DeleteConfig { tenant, .. } | Command::DeleteSecret { tenant, .. } => {
+                vec![Need::tenant(P::Develop, tenant)]
+            }
             Command::Bind { binding } => {
                 let mut n = vec![match &binding.tenant {
                     Some(t) => Need::tenant(P::TenantAdmin, t),

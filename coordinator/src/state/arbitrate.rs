@@ -487,7 +487,7 @@ impl Coordinator {
         for w in workloads {
             e.runtime.jobs.retain(|(jw, _), _| jw != w);
             if let Some(w) = spec.workload(w) {
-                for j in &w.init_jobs {
+                for (_, j) in w.all_init_jobs() {
                     self.job_runs += 1;
                     e.runtime.jobs.insert(
                         (w.name.clone(), j.name.clone()),

@@ -121,6 +121,14 @@ pub fn describe(cmd: &Command) -> (String, Vec<String>, Vec<String>) {
                         }
                         Document::ResourcePool(p) => p.name.clone(),
                         Document::Node(n) => n.name.clone(),
+                        Document::Config(c) => {
+                            tenants.insert(c.tenant.clone());
+                            d.name()
+                        }
+                        Document::Secret(s) => {
+                            tenants.insert(s.tenant.clone());
+                            d.name()
+                        }
                     };
                     format!("{} {name}", d.kind())
                 })
@@ -188,6 +196,14 @@ pub fn describe(cmd: &Command) -> (String, Vec<String>, Vec<String>) {
                     format!("Policy {name}")
                 }
                 Command::DeletePool { name } => format!("ResourcePool {name}"),
+                Command::DeleteConfig { tenant, name } => {
+                    tenants.insert(tenant.clone());
+                    format!("Config {tenant}/{name}")
+                }
+                Command::DeleteSecret { tenant, name } => {
+                    tenants.insert(tenant.clone());
+                    format!("Secret {tenant}/{name}")
+                }
                 Command::Unbind { name } => format!("RoleBinding {name}"),
                 Command::IssueToken { token } => {
                     format!("Token {} for {}", token.id, token.principal)

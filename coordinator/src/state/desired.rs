@@ -114,7 +114,10 @@ impl Coordinator {
                             placement: old.placement,
                             attempt: 1,
                             not_before: None,
-                            launch: launch_of(spec, w, &baseline, ns),
+                            launch: WorkloadLaunch {
+                                env: self.env_of(&e.key.tenant, w),
+                                ..launch_of(spec, w, &baseline, ns)
+                            },
                         });
                 }
                 let Some((Requested::Start(attempt), _)) = inst.requested else {
@@ -146,7 +149,10 @@ impl Coordinator {
                         placement: inst.placement,
                         attempt,
                         not_before,
-                        launch: launch_of(spec, w, &baseline, ns),
+                        launch: WorkloadLaunch {
+                            env: self.env_of(&e.key.tenant, w),
+                            ..launch_of(spec, w, &baseline, ns)
+                        },
                     });
             }
             for ((wname, jname), st) in &e.runtime.jobs {
@@ -159,7 +165,8 @@ impl Coordinator {
                 let Some(w) = spec.workload(wname) else {
                     continue;
                 };
-                let Some(j) = w.init_jobs.iter().find(|j| &j.name == jname) else {
+                let all = w.all_init_jobs();
+                let Some((_, j)) = all.iter().find(|(_, j)| &j.name == jname) else {
                     continue;
                 };
                 out.entry(node.clone()).or_default().jobs.push(DesiredRun {
@@ -179,6 +186,8 @@ impl Coordinator {
                         resources: j.resources,
                         timeout: j.timeout,
                         runtime_spec: j.runtime_spec.clone(),
+                        env: self.env_of(&e.key.tenant, w),
+                        volumes: crate::traits::storage::volumes(&w.traits),
                     },
                 });
             }

@@ -18,6 +18,7 @@ pub mod history;
 mod liveness;
 pub mod metrics;
 mod nodes;
+pub mod objects;
 mod policy_impact;
 pub mod policy_versions;
 pub mod pressure;
@@ -107,6 +108,9 @@ pub struct Coordinator {
     /// Who changed what, and who was refused.
     #[serde(default)]
     audit: history::Log<audit::AuditRecord>,
+    /// The tenants' Configs and Secrets.
+    #[serde(default)]
+    objects: objects::TenantObjects,
 }
 
 impl Coordinator {
@@ -167,6 +171,12 @@ impl Coordinator {
                 self.cmd_rollback_policy(&name, version, now, &mut out)?
             }
             Command::DeletePool { name } => self.cmd_delete_pool(&name)?,
+            Command::DeleteConfig { tenant, name } => {
+                self.cmd_delete_object(false, &tenant, &name)?
+            }
+            Command::DeleteSecret { tenant, name } => {
+                self.cmd_delete_object(true, &tenant, &name)?
+            }
             Command::ReportWorkload {
                 instance,
                 placement,
@@ -263,6 +273,11 @@ impl Coordinator {
                             tenant: a.tenant.clone(),
                         });
                     }
+                    check(
+                        self.app_reference_errors(a, &docs),
+                        "Application",
+                        &a.key().to_string(),
+                    )?;
                     // A changed spec is an UpdateSpec: refuse it up front
                     // where the phase does not accept it.
                     if let Some(e) = self.apps.get(&a.key())
@@ -289,6 +304,16 @@ impl Coordinator {
                     errors.extend(self.node_doc_errors(n));
                     check(errors, "Node", &n.name)?
                 }
+                Document::Config(c) => {
+                    let mut errors = validate::config(c);
+                    errors.extend(self.object_doc_errors(d, &new_tenants));
+                    check(errors, "Config", &d.name())?
+                }
+                Document::Secret(s) => {
+                    let mut errors = validate::secret(s);
+                    errors.extend(self.object_doc_errors(d, &new_tenants));
+                    check(errors, "Secret", &d.name())?
+                }
             }
         }
         let rank = |d: &Document| match d {
@@ -296,7 +321,8 @@ impl Coordinator {
             Document::ResourcePool(_) => 1,
             Document::Tenant(_) => 2,
             Document::Policy(_) => 3,
-            Document::Application(_) => 4,
+            Document::Config(_) | Document::Secret(_) => 4,
+            Document::Application(_) => 5,
         };
         let mut docs = docs;
         docs.sort_by_key(rank);
@@ -315,6 +341,7 @@ impl Coordinator {
                     self.policy_impact(&p, now, out);
                 }
                 Document::Application(a) => self.apply_app(a, start, now, out, &mut pending)?,
+                d @ (Document::Config(_) | Document::Secret(_)) => self.store_object(d),
             }
         }
         if !pending.is_empty() {
@@ -369,12 +396,15 @@ impl Coordinator {
         if !self.tenants.contains_key(name) {
             return Err(CoordinatorError::NoTenant(name.into()));
         }
-        let users: Vec<String> = self
+        let mut users: Vec<String> = self
             .apps
             .keys()
             .filter(|k| k.tenant == name)
             .map(|k| format!("application {k}"))
             .collect();
+        if self.objects.tenant_has_any(name) {
+            users.push("its Configs and Secrets (delete them first)".into());
+        }
         if !users.is_empty() {
             return Err(CoordinatorError::InUse {
                 what: format!("tenant {name}"),

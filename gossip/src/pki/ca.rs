@@ -109,6 +109,28 @@ impl ClusterCa {
         &self.secrets.gossip_key
     }
 
+    /// The key Secret values are sealed with in the replicated state: derived
+    /// (HKDF-SHA256) from the server join secret, which only server agents
+    /// hold, so every server of the cluster derives the same key and no
+    /// client node can.
+    pub fn secret_objects_key(&self) -> [u8; 32] {
+        use ring::hkdf::{HKDF_SHA256, KeyType, Salt};
+        struct Len32;
+        impl KeyType for Len32 {
+            fn len(&self) -> usize {
+                32
+            }
+        }
+        let salt = Salt::new(HKDF_SHA256, self.secrets.cluster_id.as_bytes());
+        let prk = salt.extract(&self.secrets.server_secret);
+        let mut out = [0u8; 32];
+        // 32 bytes is far below HKDF-SHA256's 8160-byte limit: expand cannot fail.
+        if let Ok(okm) = prk.expand(&[b"daros secret objects v1"], Len32) {
+            let _ = okm.fill(&mut out);
+        }
+        out
+    }
+
     /// SHA-256 of the CA certificate.
     pub fn fingerprint(&self) -> Result<[u8; 32], PkiError> {
         let der = CertificateDer::from_pem_slice(self.ca_cert_pem.as_bytes())

@@ -11,6 +11,17 @@ pub fn encode(bytes: &[u8]) -> String {
     s
 }
 
+/// Decodes hex of any even length (`None` when not hex).
+pub fn decode(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| Some((nibble(p[0])? << 4) | nibble(p[1])?))
+        .collect()
+}
+
 /// Decodes exactly 32 bytes of hex.
 pub fn decode32(s: &str) -> Result<[u8; 32], crate::membership::SealError> {
     let s = s.trim();

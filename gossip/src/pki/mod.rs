@@ -5,11 +5,13 @@ mod cert;
 mod creds;
 mod files;
 pub(crate) mod hex;
+mod sealer;
 mod token;
 
 pub use ca::{CaBundle, ClusterCa};
 pub use cert::{fingerprint, identity_from_cert};
 pub use creds::NodeCredentials;
+pub use sealer::{SecretSealer, UnsealError};
 pub use token::{JoinToken, TokenError};
 
 use std::path::PathBuf;
