@@ -8,7 +8,7 @@ RUST_VERSION=1.95
 # Debian packages. Building the workspace needs clang/llvm/libbpf (eBPF programs).
 BUILD_PACKAGES="build-essential pkg-config curl ca-certificates clang llvm libbpf-dev"
 # Everything the whole test suite uses.
-TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd man-db python3-venv umoci etcd-server"
+TEST_PACKAGES="$BUILD_PACKAGES bpftool qemu-system-x86 busybox-static cpio e2fsprogs xz-utils stress-ng fio prometheus iproute2 systemd man-db python3-venv umoci etcd-server serf nftables redis-server"
 # PyPI tools the tests use, pinned (installed in a virtualenv under target/).
 PY_TOOLS="kubernetes-validate==1.37.0"
 

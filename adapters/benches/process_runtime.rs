@@ -49,6 +49,8 @@ fn spec(name: &str, i: u32, runtime_spec: serde_json::Value) -> WorkloadInstance
         placement: Placement::default(),
         security: Default::default(),
         namespace: None,
+        volumes: Vec::new(),
+        sidecars: Vec::new(),
     }
 }
 

@@ -200,6 +200,25 @@ pub struct WorkloadInstanceSpec {
     /// Namespace for pods when the RuntimeSpec names none (the tenant's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Volumes the agent mounted for it (`storage` trait).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
+    /// Processes that share its lifecycle, cgroup and logs (`sidecar` trait).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<daros_coordinator::traits::sidecar::SidecarSpec>,
+}
+
+/// A volume the agent prepared for an instance: the process finds its
+/// directory in `env`, owned by its user and writable under a read-only root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeMount {
+    /// Volume name (from the spec).
+    pub name: String,
+    /// Where it is mounted.
+    pub path: std::path::PathBuf,
+    /// The variable naming `path` (`DAROS_VOLUME_DATA`).
+    pub env: String,
 }
 
 impl WorkloadInstanceSpec {
@@ -229,6 +248,8 @@ impl WorkloadInstanceSpec {
                 &Default::default(),
             ),
             namespace: None,
+            volumes: Vec::new(),
+            sidecars: daros_coordinator::traits::sidecar::sidecars(&w.traits),
         }
     }
 
@@ -258,6 +279,8 @@ impl WorkloadInstanceSpec {
                 &Default::default(),
             ),
             namespace: None,
+            volumes: Vec::new(),
+            sidecars: Vec::new(),
         }
     }
 

@@ -36,6 +36,6 @@ pub use adapter::{DestroyOptions, LogQuery, RuntimeAdapter, RuntimeCapabilities}
 pub use any::{AdapterSet, AnyAdapter};
 pub use error::AdapterError;
 pub use event::{EventStream, RuntimeEvent, RuntimeEventKind};
-pub use instance::{AdapterKind, InstanceKey, RuntimeId, WorkloadInstanceSpec};
+pub use instance::{AdapterKind, InstanceKey, RuntimeId, VolumeMount, WorkloadInstanceSpec};
 pub use placement::{CgroupPlacement, Placement};
 pub use status::{ExitStatus, InstanceHealth, InstanceState, RuntimeDetail, WorkloadStatus};

@@ -81,7 +81,7 @@ impl Stage {
 
 /// What a child does between fork and exec, prepared (allocated) before
 /// the fork so that [`ChildSetup::run`] only makes async-signal-safe calls.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ChildSetup {
     /// `cgroup.procs` files to write "0" (= this process) into.
     pub cgroup_procs: Vec<CString>,

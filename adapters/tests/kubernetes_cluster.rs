@@ -63,6 +63,8 @@ fn spec(name: &str, script: &str, policy: LifecyclePolicy) -> WorkloadInstanceSp
         placement: Placement::default(),
         security: Default::default(),
         namespace: None,
+        volumes: Vec::new(),
+        sidecars: Vec::new(),
     }
 }
 

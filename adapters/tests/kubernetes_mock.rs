@@ -178,6 +178,8 @@ fn spec() -> WorkloadInstanceSpec {
         placement: Placement { node: Some("node-1".into()), ..Placement::default() },
         security: Default::default(),
         namespace: None,
+        volumes: Vec::new(),
+        sidecars: Vec::new(),
     }
 }
 

@@ -118,6 +118,13 @@ impl Client {
         }
     }
 
+    /// Waits up to `timeout` for each answer (a calibration takes seconds).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Presents `token` (`daros-tk.<id>.<secret>`) with every request.
     #[must_use]
     pub fn with_token(mut self, token: Option<String>) -> Self {
@@ -286,6 +293,11 @@ impl Client {
     /// `GET /v1/capabilities`.
     pub async fn capabilities(&self) -> Result<Capabilities, ClientError> {
         self.get("/v1/capabilities").await
+    }
+
+    /// `POST /v1/iocost/calibrate`: the data directory's disk measured again.
+    pub async fn calibrate_io(&self) -> Result<crate::model::caps::IoCostCaps, ClientError> {
+        self.send(Method::POST, "/v1/iocost/calibrate", None).await
     }
 
     /// `GET /healthz`.

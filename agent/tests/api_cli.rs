@@ -121,6 +121,14 @@ fn every_route_answers_and_errors_are_json() {
         serde_json::from_slice::<serde_json::Value>(&body).unwrap();
     }
 
+    // Nothing to measure again where iocost is not in use (this hybrid host; a
+    // data directory on the VM's overlay).
+    let (s, b) = rt
+        .block_on(c.request(Method::POST, "/v1/iocost/calibrate"))
+        .unwrap();
+    let e = error_body(s, &b, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(e.error.starts_with("nothing to measure: "), "{}", e.error);
+
     // Errors.
     let (s, b) = rt
         .block_on(c.request(Method::GET, "/v1/workloads/managed/nope"))

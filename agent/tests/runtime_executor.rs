@@ -68,6 +68,7 @@ impl Env {
         let settings = RuntimeSettings {
             node: NODE.into(),
             state_dir: self.dir.path().join("runtime"),
+            volume_dir: self.dir.path().join("volumes"),
             shim_path: shim(),
             stop_grace: Duration::from_secs(2),
             logs: LogDefaults {
@@ -76,6 +77,7 @@ impl Env {
             },
             kubernetes: None,
             launcher: Default::default(),
+            oom_floor: daros_agent::runtime::executor::oom_floor_here(),
         };
         let cg = InstanceCgroups::new(Some(self.t.root.clone()), Some(Arc::clone(qos)));
         Executor::open(settings, cg, vec![]).await.unwrap()

@@ -76,6 +76,7 @@ impl Env {
         let settings = RuntimeSettings {
             node: NODE.into(),
             state_dir: self.dir.path().join("runtime"),
+            volume_dir: self.dir.path().join("volumes"),
             shim_path: default_shim_path(),
             stop_grace: Duration::from_secs(1),
             logs: LogDefaults {
@@ -84,6 +85,7 @@ impl Env {
             },
             kubernetes: Some(k.clone()),
             launcher: Default::default(),
+            oom_floor: daros_agent::runtime::executor::oom_floor_here(),
         };
         let adapter = kubernetes::adapter(api.client(), &k);
         let cg = InstanceCgroups::new(Some(self.managed.root.clone()), Some(Arc::clone(&self.qos)));

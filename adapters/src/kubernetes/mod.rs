@@ -489,6 +489,14 @@ impl RuntimeAdapter for KubernetesAdapter {
             errs.extend(c.validate(&format!("healthChecks[{i}]")));
         }
         errs.extend(spec.lifecycle.validate("lifecycle"));
+        // Admission refuses the storage trait for pods; a spec that has
+        // volumes anyway is refused, not run without them.
+        if !spec.volumes.is_empty() {
+            errs.push(daros_coordinator::FieldError::new(
+                "volumes",
+                "the kubernetes adapter does not mount agent volumes (use a PersistentVolumeClaim in the pod spec)",
+            ));
+        }
         if !errs.is_empty() {
             return Err(AdapterError::InvalidSpec(errs));
         }

@@ -19,6 +19,7 @@ mod launch;
 pub mod pidfd;
 pub mod protocol;
 pub mod shim;
+mod sidecars;
 pub mod spec;
 pub mod stop;
 pub mod store;
@@ -34,6 +35,7 @@ use crate::status::{InstanceState, WorkloadStatus};
 use daros_coordinator::FieldError;
 use daros_coordinator::model::runtime::{OsType, RuntimeType};
 use futures::StreamExt;
+use protocol::SidecarPlan;
 use spec::{InstanceEnv, LaunchPlan, ProcessSpec, resolve};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -258,10 +260,106 @@ fn plan_for(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {
             "runs as root; the security baseline requires a non-root user (runAsNonRoot)",
         ));
     }
+    // Volumes: named in the environment, writable under a read-only root.
+    let mut security = spec.security.clone();
+    let mut env = plan.env.clone();
+    for v in &spec.volumes {
+        let path = v.path.display().to_string();
+        env.retain(|(k, _)| k != &v.env);
+        env.push((v.env.clone(), path.clone()));
+        if let Some(w) = security.writable_paths.as_mut() {
+            w.push(path);
+        }
+    }
+    let sidecars = sidecar_plans(spec, &env)?;
     Ok(LaunchPlan {
-        security: spec.security.clone(),
+        security,
+        env,
+        sidecars,
         ..plan
     })
+}
+
+/// Resolves the sidecars: their program (checked against their image),
+/// arguments, and the workload's environment with theirs on top. They run
+/// as the workload's user, in its directory, into its log: a runtimeSpec
+/// of theirs that says otherwise is refused.
+fn sidecar_plans(
+    spec: &WorkloadInstanceSpec,
+    base_env: &[(String, String)],
+) -> Result<Vec<SidecarPlan>, AdapterError> {
+    let mut out = Vec::new();
+    let mut errs = Vec::new();
+    for (i, s) in spec.sidecars.iter().enumerate() {
+        let path = format!("sidecars[{i}].runtimeSpec");
+        let ps = match ProcessSpec::parse(&s.runtime_spec.0, &path) {
+            Ok(ps) => ps,
+            Err(AdapterError::InvalidSpec(e)) => {
+                errs.extend(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for (set, field) in [
+            (ps.user.is_some(), "user"),
+            (ps.group.is_some(), "group"),
+            (ps.working_dir.is_some(), "workingDir"),
+            (ps.logs.is_some(), "logs"),
+        ] {
+            if set {
+                errs.push(FieldError::new(
+                    format!("{path}.{field}"),
+                    "a sidecar runs as its instance's user, in its directory, into its log",
+                ));
+            }
+        }
+        let plan = match resolve(
+            &ps,
+            &path,
+            Some(&s.image),
+            &InstanceEnv {
+                tenant: &spec.key.app.tenant,
+                app: &spec.key.app.name,
+                workload: &spec.key.workload,
+                replica: spec.key.replica,
+            },
+        ) {
+            Ok(p) => p,
+            Err(AdapterError::InvalidSpec(e)) => {
+                errs.extend(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut env: std::collections::BTreeMap<String, String> =
+            base_env.iter().cloned().collect();
+        env.extend(ps.env.clone());
+        out.push(SidecarPlan {
+            name: s.name.clone(),
+            program: plan.program,
+            args: plan.args,
+            env: env.into_iter().collect(),
+        });
+    }
+    if errs.is_empty() {
+        Ok(out)
+    } else {
+        Err(AdapterError::InvalidSpec(errs))
+    }
+}
+
+/// Hands each volume's root to the user the instance runs as (a fresh
+/// ext4 root belongs to root).
+fn own_volumes(spec: &WorkloadInstanceSpec, plan: &LaunchPlan) -> Result<(), AdapterError> {
+    for v in &spec.volumes {
+        std::os::unix::fs::chown(&v.path, plan.uid, plan.gid).map_err(|e| {
+            AdapterError::field(
+                format!("volumes.{}", v.name),
+                format!("giving {} to the workload's user: {e}", v.path.display()),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn validate(spec: &WorkloadInstanceSpec) -> Result<LaunchPlan, AdapterError> {
@@ -298,6 +396,7 @@ impl RuntimeAdapter for ProcessAdapter {
     async fn create(&self, spec: &WorkloadInstanceSpec) -> Result<RuntimeId, AdapterError> {
         self.capabilities().check(&spec.runtime)?;
         let plan = validate(spec)?;
+        own_volumes(spec, &plan)?;
         let id = RuntimeId::new(AdapterKind::Process, spec.key.dotted());
         {
             let m = self

@@ -68,6 +68,24 @@ pub struct ShimConfig {
     /// Confinement of the workload (default: the default baseline).
     #[serde(default)]
     pub security: daros_coordinator::model::security::SecurityContext,
+    /// Processes run beside the workload, in its cgroup, as its user,
+    /// confined like it, into its log; restarted while it runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<SidecarPlan>,
+}
+
+/// One sidecar, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SidecarPlan {
+    /// Name (for messages).
+    pub name: String,
+    /// Absolute path of the program.
+    pub program: PathBuf,
+    /// argv[1..].
+    pub args: Vec<String>,
+    /// Its whole environment (the workload's, with its own on top).
+    pub env: Vec<(String, String)>,
 }
 
 /// A process, identified beyond its pid by its start time (clock ticks

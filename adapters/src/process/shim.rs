@@ -15,11 +15,15 @@
 //! 4. forwards SIGTERM, SIGINT and SIGHUP to the workload's process group;
 //! 5. when the workload's main process ends, kills what is left of its
 //!    process group, drains its pipes, writes `exit.json` and exits.
+//!
+//! Sidecars (`sidecar` trait) run beside the workload under the same setup,
+//! into the same pipes; see [`super::sidecars`].
 
 use super::protocol::{
     EXIT, ExitRecord, FAILED, LaunchFailure, ProcessIdentity, STARTED, ShimConfig, ShimReport,
     StartedRecord, read_json, write_json_atomic,
 };
+use super::sidecars::Sidecars;
 use crate::logs::{OutputStream, RotatingLog};
 use crate::status::ExitStatus;
 use crate::sys::{ChildSetup, SignalFd, Stage, StagePipe, dup_onto};
@@ -175,13 +179,32 @@ fn supervise(cfg: &ShimConfig) -> Result<(), Failure> {
         landlock_fd: conf.landlock.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
         seccomp: conf.seccomp,
     };
+    // Our own pipes: the sidecars write into them too.
+    let pipe = || {
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| launch_err("output pipe", &e.into()))
+    };
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let side_setup = ChildSetup {
+        stage_fd: None,
+        ..setup.clone()
+    };
     let mut cmd = Command::new(&cfg.program);
     cmd.args(&cfg.args)
         .env_clear()
         .envs(cfg.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(
+            out_w
+                .try_clone()
+                .map_err(|e| launch_err("output pipe", &e))?,
+        ))
+        .stderr(Stdio::from(
+            err_w
+                .try_clone()
+                .map_err(|e| launch_err("output pipe", &e))?,
+        ))
         .process_group(0);
     setup.install_std(&mut cmd);
     let spawned = cmd.spawn();
@@ -226,9 +249,20 @@ fn supervise(cfg: &ShimConfig) -> Result<(), Failure> {
         let _ = dup_onto(&null, 1);
     }
 
-    let out: Option<OwnedFd> = child.stdout.take().map(Into::into);
-    let err: Option<OwnedFd> = child.stderr.take().map(Into::into);
-    let status = pump(cfg, &mut log, out, err, &pidfd, &signals, &mut child, pid)?;
+    drop(cmd);
+    let mut sides = Sidecars::new(&cfg.sidecars, side_setup, out_w, err_w);
+    sides.start_due(&mut log);
+    let status = pump(
+        cfg,
+        &mut log,
+        Some(out_r),
+        Some(err_r),
+        &pidfd,
+        &signals,
+        &mut child,
+        pid,
+        &mut sides,
+    )?;
     if let Err(e) = log.finish(unix_nanos()) {
         eprintln!("daros-shim {}: finishing log: {e}", cfg.id);
     }
@@ -250,6 +284,7 @@ fn pump(
     signals: &SignalFd,
     child: &mut std::process::Child,
     pid: u32,
+    sides: &mut Sidecars,
 ) -> Result<ExitStatus, Failure> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut exit: Option<(ExitStatus, Instant)> = None;
@@ -267,6 +302,14 @@ fn pump(
             Some(PARTIAL_FLUSH)
         } else {
             None
+        };
+        // Wake for the next sidecar start too.
+        let timeout = match (timeout, sides.next_start()) {
+            (t, Some(at)) => {
+                let until = at.saturating_duration_since(Instant::now());
+                Some(t.map_or(until, |t| t.min(until)))
+            }
+            (t, None) => t,
         };
         let ts = timeout.map(|d| Timespec {
             tv_sec: i64::try_from(d.as_secs()).unwrap_or(1),
@@ -288,6 +331,11 @@ fn pump(
         }
         fds.push(PollFd::new(signals, PollFlags::IN));
         which.push(3);
+        let side_fds = sides.pidfds();
+        for (i, fd) in &side_fds {
+            fds.push(PollFd::new(*fd, PollFlags::IN));
+            which.push(u8::try_from(SIDE_BASE + i).unwrap_or(u8::MAX));
+        }
         match poll(&mut fds, ts.as_ref()) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
@@ -331,10 +379,11 @@ fn pump(
                     // The leader exited and is not reaped yet, so its group
                     // id cannot have been reused: end what is left of the
                     // group (the workload is its main process, as a
-                    // container's init is), then reap.
+                    // container's init is) and its sidecars, then reap.
                     if let Some(p) = Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
                         let _ = rustix::process::kill_process_group(p, Signal::KILL);
                     }
+                    sides.stop_all();
                     if let Some(st) = child.try_wait().map_err(Failure::Run)? {
                         exit = Some((
                             ExitStatus {
@@ -345,14 +394,21 @@ fn pump(
                         ));
                     }
                 }
-                _ => {
+                3 => {
                     while let Ok(Some(sig)) = signals.read() {
                         if exit.is_none() {
                             forward(pid, sig);
+                            if let Some(s) = signal_of(sig) {
+                                sides.signal(s);
+                            }
                         }
                     }
                 }
+                w => sides.exited(usize::from(w) - SIDE_BASE, log),
             }
+        }
+        if exit.is_none() {
+            sides.start_due(log);
         }
         if log.has_pending() {
             let since = *pending_since.get_or_insert_with(Instant::now);
@@ -366,15 +422,24 @@ fn pump(
     }
 }
 
+/// Poll slots from here on are sidecars' pidfds.
+const SIDE_BASE: usize = 10;
+
+fn signal_of(sig: i32) -> Option<Signal> {
+    match sig {
+        libc::SIGTERM => Some(Signal::TERM),
+        libc::SIGINT => Some(Signal::INT),
+        libc::SIGHUP => Some(Signal::HUP),
+        _ => None,
+    }
+}
+
 fn forward(pgid: u32, sig: i32) {
-    let Some(pid) = Pid::from_raw(i32::try_from(pgid).unwrap_or(0)) else {
+    let (Some(pid), Some(sig)) = (
+        Pid::from_raw(i32::try_from(pgid).unwrap_or(0)),
+        signal_of(sig),
+    ) else {
         return;
-    };
-    let sig = match sig {
-        libc::SIGTERM => Signal::TERM,
-        libc::SIGINT => Signal::INT,
-        libc::SIGHUP => Signal::HUP,
-        _ => return,
     };
     let _ = rustix::process::kill_process_group(pid, sig);
 }

@@ -97,6 +97,8 @@ pub struct LaunchPlan {
     pub log_limits: LogLimits,
     /// Confinement (capabilities, no_new_privs, seccomp, writable paths).
     pub security: daros_coordinator::model::security::SecurityContext,
+    /// Processes run beside it (`sidecar` trait).
+    pub sidecars: Vec<super::protocol::SidecarPlan>,
 }
 
 /// Variables that name the instance to the workload.
@@ -223,6 +225,7 @@ pub fn resolve(
         groups: ids.groups,
         log_limits,
         security: Default::default(),
+        sidecars: Vec::new(),
     })
 }
 

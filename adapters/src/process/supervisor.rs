@@ -333,6 +333,7 @@ impl Supervisor {
             log_limits: plan.log_limits,
             run_dir: run_dir.clone(),
             security: plan.security,
+            sidecars: plan.sidecars,
         };
         match launch(
             &self.ctx.cfg.shim_path,

@@ -210,6 +210,8 @@ pub fn spec(
         placement,
         security: Default::default(),
         namespace: None,
+        volumes: Vec::new(),
+        sidecars: Vec::new(),
     }
 }
 

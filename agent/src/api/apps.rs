@@ -266,7 +266,9 @@ async fn apply(
 ) -> Result<Json<WriteResult>, ApiError> {
     let Query(q) = q?;
     let p = plane(&s)?;
-    let documents = documents(body).await?;
+    let mut documents = documents(body).await?;
+    p.seal_documents(&mut documents)
+        .map_err(ApiError::bad_request)?;
     let apps: Vec<AppKey> = documents
         .iter()
         .filter_map(|d| match d {
@@ -333,7 +335,9 @@ async fn explain(
 
 async fn what_if(State(s): State<AppState>, body: String) -> Result<Json<Value>, ApiError> {
     let p = plane(&s)?;
-    let documents = documents(body).await?;
+    let mut documents = documents(body).await?;
+    p.seal_documents(&mut documents)
+        .map_err(ApiError::bad_request)?;
     let now = crate::control::plane::now();
     Ok(Json(
         p.query(ControlQuery::WhatIf { documents, now }).await?,

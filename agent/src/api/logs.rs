@@ -106,7 +106,7 @@ fn error(e: LogsError) -> ApiError {
     }
 }
 
-fn executor(s: &AppState) -> Result<&std::sync::Arc<Executor>, ApiError> {
+pub(super) fn executor(s: &AppState) -> Result<&std::sync::Arc<Executor>, ApiError> {
     s.runtime.as_ref().ok_or_else(|| ApiError {
         status: StatusCode::SERVICE_UNAVAILABLE,
         message: "this darosd runs no runtime executor ([runtime] enabled = false or it failed to start; see its log)".into(),

@@ -17,11 +17,13 @@ pub mod members;
 pub mod net;
 pub mod node;
 pub mod nodes;
+pub mod objects;
 pub mod openapi;
 pub mod parse_errors;
 pub mod qos;
 pub mod serve;
 pub mod socket;
+pub mod volumes;
 pub mod workloads;
 
 use std::sync::Arc;
@@ -52,6 +54,8 @@ pub struct AppState {
     pub control: Option<Arc<crate::control::ControlPlane>>,
     /// The runtime executor (`None` when it is off or could not start; logs answer 503).
     pub runtime: Option<Arc<crate::runtime::Executor>>,
+    /// iocost as darosd set it up (`None` in tests that serve no agent).
+    pub io_cost: Option<Arc<caps::IoCostState>>,
 }
 
 /// A path parameter or query parameter of a route, for the OpenAPI document.
@@ -104,6 +108,8 @@ pub fn routes() -> Vec<ApiRoute> {
     r.extend(nodes::routes());
     r.extend(events::routes());
     r.extend(admin::routes());
+    r.extend(objects::routes());
+    r.extend(volumes::routes());
     r.extend(members::routes());
     r.extend(cluster::routes());
     r.push(openapi::route());

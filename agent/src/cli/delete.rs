@@ -59,6 +59,30 @@ pub enum DeleteWhat {
         /// Pool name.
         name: String,
     },
+    /// A volume of this node and its data (refused while its instance runs).
+    #[command(alias = "volumes")]
+    Volume {
+        /// Volume id (`darosctl get volumes`).
+        id: String,
+    },
+    /// A tenant's Config (refused while a workload reads it).
+    #[command(alias = "configs")]
+    Config {
+        /// Config name.
+        name: String,
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// A tenant's Secret (refused while a workload reads it).
+    #[command(alias = "secrets")]
+    Secret {
+        /// Secret name.
+        name: String,
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+    },
 }
 
 /// Runs `darosctl delete`.
@@ -85,6 +109,20 @@ pub async fn run(
             remove(client, fmt, out, "policies", "policy", &name).await?
         }
         DeleteWhat::Pool { name } => remove(client, fmt, out, "pools", "pool", &name).await?,
+        DeleteWhat::Volume { id } => {
+            let path = format!("/v1/volumes/{}", crate::client::encode_id(&id));
+            let left: Vec<crate::runtime::volumes::VolumeInfo> =
+                client.send(Method::DELETE, &path, None).await?;
+            print(out, fmt, &left, || format!("deleted volume {id}\n"))?;
+        }
+        DeleteWhat::Config { name, tenant } => {
+            let collection = format!("tenants/{}/configs", crate::client::encode_id(&tenant));
+            remove(client, fmt, out, &collection, "config", &name).await?
+        }
+        DeleteWhat::Secret { name, tenant } => {
+            let collection = format!("tenants/{}/secrets", crate::client::encode_id(&tenant));
+            remove(client, fmt, out, &collection, "secret", &name).await?
+        }
     }
     Ok(())
 }

@@ -34,6 +34,23 @@ pub enum GetWhat {
     /// Resource pools with their nodes.
     #[command(alias = "pool")]
     Pools,
+    /// A tenant's Configs with their keys.
+    #[command(alias = "config")]
+    Configs {
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Volumes of the storage trait on this node.
+    #[command(alias = "volume")]
+    Volumes,
+    /// A tenant's Secrets with their keys (values are never shown).
+    #[command(alias = "secret")]
+    Secrets {
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+    },
 }
 
 /// `GET /v1/apps`.
@@ -204,6 +221,50 @@ pub async fn run(
                         super::output::bytes(p.capacity.memory),
                         serde_json::to_string(&p.pool.selector).unwrap_or_default(),
                     ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Volumes => {
+            let list: Vec<crate::runtime::volumes::VolumeInfo> = client.get("/v1/volumes").await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(
+                    &["ID", "SIZE", "ON DISK", "MOUNTED AT"],
+                    &[false, true, true, false],
+                );
+                for v in &list {
+                    t.row(vec![
+                        v.id.clone(),
+                        super::output::bytes(v.size_bytes),
+                        super::output::bytes(v.allocated_bytes),
+                        v.mounted_at.clone().unwrap_or_else(|| "-".into()),
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Configs { tenant } => {
+            let path = format!("/v1/tenants/{}/configs", crate::client::encode_id(&tenant));
+            let list: Vec<daros_coordinator::model::config::Config> = client.get(&path).await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(&["NAME", "KEYS"], &[false, false]);
+                for c in &list {
+                    t.row(vec![
+                        c.name.clone(),
+                        c.data.keys().cloned().collect::<Vec<_>>().join(","),
+                    ]);
+                }
+                t.render()
+            })?;
+        }
+        GetWhat::Secrets { tenant } => {
+            let path = format!("/v1/tenants/{}/secrets", crate::client::encode_id(&tenant));
+            let list: Vec<daros_coordinator::state::objects::SecretView> =
+                client.get(&path).await?;
+            print(out, fmt, &list, || {
+                let mut t = Table::new(&["NAME", "KEYS"], &[false, false]);
+                for s in &list {
+                    t.row(vec![s.name.clone(), s.keys.join(",")]);
                 }
                 t.render()
             })?;

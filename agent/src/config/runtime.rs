@@ -18,6 +18,11 @@ pub struct RuntimeSection {
     /// Executor and process-runtime state (records, logs); `<agent.data_dir>/runtime` when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
+    /// Volumes of the `storage` trait (image files and their mount points;
+    /// workload users traverse it, so it is not under the data directory);
+    /// `/var/lib/daros-volumes` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume_dir: Option<PathBuf>,
     /// The `daros-shim` binary; beside `darosd` when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shim_path: Option<PathBuf>,
@@ -68,6 +73,7 @@ impl Default for RuntimeSection {
         RuntimeSection {
             enabled: true,
             state_dir: None,
+            volume_dir: None,
             shim_path: None,
             log_max_size: Bytes::from_mib(10),
             log_max_files: 5,
@@ -90,6 +96,13 @@ impl RuntimeSection {
             .clone()
             .unwrap_or_else(|| data_dir.join("runtime"))
     }
+
+    /// The volume directory.
+    pub fn volume_dir(&self) -> PathBuf {
+        self.volume_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/var/lib/daros-volumes"))
+    }
 }
 
 fn absolute(key: &str, p: &Option<PathBuf>) -> Result<(), ConfigError> {
@@ -108,6 +121,7 @@ fn absolute(key: &str, p: &Option<PathBuf>) -> Result<(), ConfigError> {
 /// Checks `[runtime]`.
 pub fn validate(r: &RuntimeSection) -> Result<(), ConfigError> {
     absolute("runtime.state_dir", &r.state_dir)?;
+    absolute("runtime.volume_dir", &r.volume_dir)?;
     absolute("runtime.shim_path", &r.shim_path)?;
     absolute("runtime.kubeconfig", &r.kubeconfig)?;
     if r.log_max_size.0 < 4096 {

@@ -297,7 +297,7 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
             }
         };
     // Before the QoS service: its facts and IO floor capacity follow iocost.
-    let io_cost = iocost::start(&cfg, &layout);
+    let mut io_cost = iocost::start(&cfg, &layout);
     let mut caps = caps::probe(&layout, gpu_feature);
     caps.datapath = datapath.caps();
     caps.summary.extend(net::summary(&caps.datapath));
@@ -320,6 +320,7 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut qos_cfg = net::qos_config(&cfg);
     io_cost.fill_capacity(&mut qos_cfg);
+    let io_cost = api::caps::IoCostState::new(io_cost);
     let qos = qos::start(&qos_cfg, managed.clone());
     let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
@@ -366,6 +367,7 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
         net: Some(Arc::clone(&datapath)),
         control: control.clone(),
         runtime: runtime.clone(),
+        io_cost: Some(Arc::clone(&io_cost)),
     };
     let api_server = tokio::spawn(api::serve::serve(
         listener,

@@ -24,6 +24,17 @@ pub fn settings(cfg: &Config, node: &str) -> RuntimeSettings {
     RuntimeSettings {
         node: node.to_string(),
         state_dir: r.state_dir(&cfg.agent.data_dir),
+        volume_dir: r.volume_dir(),
+        oom_floor: {
+            let floor = crate::runtime::executor::oom_floor_here();
+            if let Some(f) = floor {
+                tracing::warn!(
+                    floor = f,
+                    "oom_score_adj of the floor classes (Guaranteed -997, GuaranteedPro -998): degraded, no CAP_SYS_RESOURCE; they get {f} (the agent's own)"
+                );
+            }
+            floor
+        },
         shim_path: r.shim_path.clone().unwrap_or_else(default_shim_path),
         stop_grace: r.stop_grace.0,
         logs: LogDefaults {

@@ -36,6 +36,8 @@ pub struct RuntimeSettings {
     pub node: String,
     /// State directory (executor and process-adapter records, logs).
     pub state_dir: std::path::PathBuf,
+    /// Where the `storage` trait's volumes live.
+    pub volume_dir: std::path::PathBuf,
     /// The `daros-shim` binary.
     pub shim_path: std::path::PathBuf,
     /// Grace between SIGTERM and SIGKILL when stopping.
@@ -46,6 +48,28 @@ pub struct RuntimeSettings {
     pub kubernetes: Option<KubernetesSettings>,
     /// How shims start (forked, or as transient systemd units).
     pub launcher: daros_adapters::process::systemd::Launcher,
+    /// The lowest `oom_score_adj` this agent may give (`None`: any). Without
+    /// CAP_SYS_RESOURCE the kernel refuses a value below the agent's own, and
+    /// a floor class asking for one would not start at all.
+    pub oom_floor: Option<i32>,
+}
+
+/// The lowest `oom_score_adj` a process with `/proc/self/status` text
+/// `status` and its own value `own` may give its children: `None` with
+/// CAP_SYS_RESOURCE.
+pub fn oom_floor(status: &str, own: i32) -> Option<i32> {
+    let held = crate::caps::bpf::held_capabilities(status);
+    (!held.iter().any(|c| c == "CAP_SYS_RESOURCE")).then_some(own)
+}
+
+/// [`oom_floor`] of this process.
+pub fn oom_floor_here() -> Option<i32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let own = std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    oom_floor(&status, own)
 }
 
 /// Name of the executor's store in the state directory.
@@ -69,6 +93,8 @@ pub(super) struct Core {
     reports: broadcast::Sender<NodeReport>,
     exec: tokio::sync::Mutex<()>,
     kube: Option<daros_adapters::kubernetes::KubernetesAdapter>,
+    /// The `storage` trait's volumes on this node.
+    volumes: super::volumes::Volumes,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -130,6 +156,11 @@ impl std::fmt::Debug for Executor {
 }
 
 impl Executor {
+    /// The `storage` trait's volumes on this node.
+    pub fn volumes(&self) -> &super::volumes::Volumes {
+        &self.core.volumes
+    }
+
     /// Opens the process adapter (re-adopting its instances) plus `extra`
     /// adapters, the executor's store, and re-adopts every item recorded there:
     /// running instances are watched again (same pids, not restarted), put back
@@ -162,7 +193,9 @@ impl Executor {
         let store = ExecStore::open(&settings.state_dir.join(STORE_FILE))
             .map_err(|e| ExecError::Internal(e.to_string()))?;
         let (reports, _) = broadcast::channel(4096);
+        let volumes = super::volumes::Volumes::new(&settings.volume_dir);
         let core = Arc::new(Core {
+            volumes,
             settings,
             adapters,
             cgroups,
@@ -642,8 +675,28 @@ impl Core {
                     .await;
             }
         };
-        // 4. Create (a changed spec under the same id replaces the old instance).
-        let spec = self.spec_of(t, &dirs);
+        // 4. Create (a changed spec under the same id replaces the old instance),
+        // unless its environment cannot be had.
+        if let Some(what) = t.missing_env() {
+            return self
+                .fail(
+                    key,
+                    Failure::PolicyViolation {
+                        policy: "traits.env".into(),
+                        detail: format!("its environment is not available: {what}"),
+                    },
+                )
+                .await;
+        }
+        let mut spec = self.spec_of(t, &dirs);
+        if !t.volumes().is_empty() {
+            let (v, s, asked) = (self.volumes.clone(), subject.clone(), t.volumes().to_vec());
+            match tokio::task::spawn_blocking(move || v.prepare(&s, &asked)).await {
+                Ok(Ok(mounts)) => spec.volumes = mounts,
+                Ok(Err(e)) => return self.fail(key, volume_failure(e)).await,
+                Err(e) => return self.fail(key, volume_failure(e)).await,
+            }
+        }
         let rid = match self.adapters.create(&spec).await {
             Ok(id) => id,
             Err(AdapterError::Conflict(id)) => {
@@ -693,7 +746,14 @@ impl Core {
             Some(k) if t.is_pod() => &k.node,
             _ => &self.settings.node,
         };
-        t.instance_spec(node, dirs, self.settings.logs)
+        let mut spec = t.instance_spec(node, dirs, self.settings.logs);
+        // Degraded, not refused: the class keeps the agent's own value.
+        if let (Some(floor), Some(v)) = (self.settings.oom_floor, spec.placement.oom_score_adj)
+            && v < floor
+        {
+            spec.placement.oom_score_adj = Some(floor);
+        }
+        spec
     }
 
     /// Stops and destroys `key`'s instance, releases its class and reservation
@@ -868,6 +928,12 @@ impl Core {
     }
 }
 
+fn volume_failure(e: impl std::fmt::Display) -> Failure {
+    Failure::ControlPlane {
+        detail: format!("preparing its volumes: {e}"),
+    }
+}
+
 fn adapter_failure(e: &AdapterError) -> Failure {
     match e {
         AdapterError::InvalidSpec(_) => Failure::PolicyViolation {
@@ -895,5 +961,19 @@ impl WorkExecutor for Executor {
 
     fn stop_disconnected(&self, silent: Duration) -> BoxFuture<'_, Vec<String>> {
         Box::pin(async move { self.core.stop_disconnected(silent).await })
+    }
+}
+
+#[cfg(test)]
+mod oom_tests {
+    use super::oom_floor;
+
+    #[test]
+    fn the_floor_applies_only_without_cap_sys_resource() {
+        // CapEff of the development hosts: everything but CAP_SYS_RESOURCE (bit 24).
+        let without = "CapEff:\t000001fffeffffff\n";
+        let with = "CapEff:\t000001ffffffffff\n";
+        assert_eq!(oom_floor(without, -900), Some(-900));
+        assert_eq!(oom_floor(with, -900), None);
     }
 }

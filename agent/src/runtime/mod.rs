@@ -15,6 +15,7 @@ pub mod logs;
 pub mod observe;
 pub mod store;
 pub mod target;
+pub mod volumes;
 
 pub use cgroups::InstanceCgroups;
 pub use executor::{Executor, RuntimeSettings};

@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::control::work::{DesiredInstance, DesiredJob};
+use daros_coordinator::traits::env::{EnvValue, EnvVar};
 
 /// An instance or an init job.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -153,6 +154,38 @@ impl Target {
         }
     }
 
+    /// The environment its `env` trait resolved to.
+    pub fn env(&self) -> &[EnvVar] {
+        match &self.spec {
+            TargetSpec::Instance(l) => &l.env,
+            TargetSpec::Job(l) => &l.env,
+        }
+    }
+
+    /// The volumes its `storage` trait asks for.
+    pub fn volumes(&self) -> &[daros_coordinator::traits::storage::VolumeSpec] {
+        match &self.spec {
+            TargetSpec::Instance(l) => &l.volumes,
+            TargetSpec::Job(l) => &l.volumes,
+        }
+    }
+
+    /// What its environment lacks (an object or key gone, or a secret value
+    /// that did not open): it must not start.
+    pub fn missing_env(&self) -> Option<String> {
+        let missing: Vec<&str> = self
+            .env()
+            .iter()
+            .filter_map(|v| match &v.value {
+                EnvValue::Missing { what } => Some(what.as_str()),
+                // Still sealed: the leader that sent it could not open it.
+                EnvValue::Sealed { from, .. } => Some(from.as_str()),
+                _ => None,
+            })
+            .collect();
+        (!missing.is_empty()).then(|| missing.join(", "))
+    }
+
     /// True when it runs as a Kubernetes pod (container runtime): its cgroup is
     /// the kubelet's, not one under the managed root.
     pub fn is_pod(&self) -> bool {
@@ -209,12 +242,32 @@ impl Target {
             };
         if runtime.runtime_type == daros_coordinator::model::runtime::RuntimeType::Process
             && let Some(obj) = runtime_spec.value_mut().as_object_mut()
-            && !obj.contains_key("logs")
         {
-            obj.insert(
-                "logs".into(),
-                serde_json::json!({"maxSize": logs.max_size.0, "maxFiles": logs.max_files}),
-            );
+            if !obj.contains_key("logs") {
+                obj.insert(
+                    "logs".into(),
+                    serde_json::json!({"maxSize": logs.max_size.0, "maxFiles": logs.max_files}),
+                );
+            }
+            // The env trait's variables win over runtimeSpec.env's.
+            let values = self.env().iter().filter_map(|v| match &v.value {
+                EnvValue::Text { text } => Some((v.name.clone(), text.clone())),
+                EnvValue::Opened { value, .. } => {
+                    Some((v.name.clone(), value.expose().to_string()))
+                }
+                EnvValue::Sealed { .. } | EnvValue::Missing { .. } => None,
+            });
+            let mut env = obj
+                .get("env")
+                .and_then(|e| e.as_object())
+                .cloned()
+                .unwrap_or_default();
+            if !self.env().is_empty() {
+                for (k, v) in values {
+                    env.insert(k, serde_json::Value::String(v));
+                }
+                obj.insert("env".into(), serde_json::Value::Object(env));
+            }
         }
         WorkloadInstanceSpec {
             key: self.subject.instance_key(),
@@ -229,6 +282,12 @@ impl Target {
             placement,
             security,
             namespace,
+            // Mounted by the executor just before it creates the instance.
+            volumes: Vec::new(),
+            sidecars: match &self.spec {
+                TargetSpec::Instance(l) => l.sidecars.clone(),
+                TargetSpec::Job(_) => Vec::new(),
+            },
         }
     }
 }

@@ -359,7 +359,7 @@ impl Daemon {
             .args(extra)
             .envs(env.iter().copied());
         let child = cmd.spawn().expect("spawn darosd");
-        let d = Daemon {
+        let mut d = Daemon {
             child,
             dir,
             socket,
@@ -367,6 +367,17 @@ impl Daemon {
             pins,
         };
         wait_socket("darosd socket", &d.socket, Duration::from_secs(30));
+        // The socket is bound before start-up work (a first disk calibration takes seconds,
+        // more on a loaded host): ready is when the API answers, or when darosd has exited.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !api_answers(&d.socket) && d.child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "darosd's API did not answer in 120 s\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         d
     }
 
@@ -436,6 +447,22 @@ pub fn alive(pid: u32) -> bool {
 }
 
 /// Waits until something accepts connections on unix socket `socket`.
+/// Whether an HTTP request on the API socket gets an answer (any status) within 2 s.
+pub fn api_answers(socket: &Path) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: darosd\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.")
+}
+
 pub fn wait_socket(what: &str, socket: &Path, timeout: Duration) {
     wait_for(what, timeout, || {
         std::os::unix::net::UnixStream::connect(socket)
@@ -820,4 +847,29 @@ pub fn rbytes(dir: &Path, dev: &str) -> u64 {
                 .collect::<Vec<_>>()
         })
         .sum()
+}
+
+/// Mount points under `dir` (this mount namespace).
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).filter(|m| m.starts_with(&prefix)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Unmounts (lazily) whatever is still mounted under its directory when the
+/// test ends, passed or not, so that volumes' loop devices and the tempdir go.
+pub struct UnmountUnder(pub PathBuf);
+
+impl Drop for UnmountUnder {
+    fn drop(&mut self) {
+        for mp in mounts_under(&self.0) {
+            let _ = std::process::Command::new("umount")
+                .args(["-l", &mp])
+                .status();
+        }
+    }
 }
