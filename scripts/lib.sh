@@ -74,13 +74,21 @@ ensure_rust() {
 }
 
 # Runs the named step functions in order, reports every failure, fails if any did.
+# Free space on the repository's file system, in one line: a full disk fails
+# tests in ways that look like anything else (a CI run once lost four).
+disk_line() {
+    df -h --output=avail,size "$REPO" 2>/dev/null | awk -v r="$REPO" 'NR==2 {print "disk: " $1 " free of " $2 " (" r ")"}'
+}
+
 run_steps() {
     local failed=()
+    disk_line
     for step in "$@"; do
         say "step: $step"
         if ! "$step"; then
             failed+=("$step")
         fi
+        disk_line
     done
     if [ ${#failed[@]} -ne 0 ]; then
         printf 'FAILED steps: %s\n' "${failed[*]}" >&2
