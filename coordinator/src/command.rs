@@ -32,6 +32,9 @@ pub enum OperationRequest {
     Retry,
     /// Roll the rollout under way back to the version it started from.
     Abort,
+    /// Let the canary workloads of the rollout under way go on to every
+    /// replica.
+    Promote,
 }
 
 /// A change of a node's condition: its liveness, decided by the leader from

@@ -144,6 +144,11 @@ pub enum CoordinatorError {
         "application {0} has no rollout in progress: nothing to abort (`darosctl rollback --to N` applies an earlier version)"
     )]
     NoRollout(AppKey),
+    /// `promote` with no canary waiting.
+    #[error(
+        "application {0} has no canary waiting for promotion (no rollout in progress, no workload with strategy: canary in it, or all promoted)"
+    )]
+    NothingToPromote(AppKey),
     /// The object is still used.
     #[error("{what} is still used by {}", .by.join(", "))]
     InUse {

@@ -101,6 +101,8 @@ pub enum Operation {
     Retry,
     /// Roll the rollout under way back to the version it started from.
     Abort,
+    /// Let the canary of the rollout under way go on to every replica.
+    Promote,
     /// Set a workload's replica count.
     Scale {
         /// Workload.
@@ -124,6 +126,7 @@ pub async fn operate(
         Operation::Restore => json!({"op": "restore"}),
         Operation::Retry => json!({"op": "retry"}),
         Operation::Abort => json!({"op": "abort"}),
+        Operation::Promote => json!({"op": "promote"}),
         Operation::Scale { workload, replicas } => {
             json!({"op": "scale", "workload": workload, "replicas": replicas})
         }
@@ -153,6 +156,7 @@ impl std::fmt::Display for Operation {
             Operation::Restore => f.write_str("restore"),
             Operation::Retry => f.write_str("retry"),
             Operation::Abort => f.write_str("abort"),
+            Operation::Promote => f.write_str("promote"),
             Operation::Scale { workload, replicas } => {
                 write!(f, "scale {workload} to {replicas} replica(s)")
             }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod raw_http;
+pub mod reuseport;
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;

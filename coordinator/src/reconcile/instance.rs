@@ -59,6 +59,9 @@ pub struct Replaced {
     /// True once its replacement was started while it still ran (a surge).
     #[serde(default)]
     pub surge: bool,
+    /// What it was last seen doing (what it is again if a rollback keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<ObservedState>,
 }
 
 impl Replaced {
@@ -129,6 +132,25 @@ impl Instance {
             slot: Some(slot),
             last_failure: None,
             disconnected: None,
+        }
+    }
+
+    /// The old instance a rollback keeps (it never stopped and its spec is
+    /// the new version's), taking over the allocation `slot` made for the
+    /// replacement on the same node.
+    pub fn restored(old: &Replaced, slot: (NodeIdx, u64), now: Timestamp) -> Self {
+        let observed = old.observed.clone().unwrap_or(ObservedState::Running);
+        Self {
+            node: old.node.clone(),
+            version: old.version,
+            placement: old.placement,
+            started_at: Some(now),
+            starts: 1,
+            // What the node was last asked to run for it (as while replaced).
+            requested: Some((Requested::Start(1), 0)),
+            observed,
+            replacing: None,
+            ..Self::placed(String::new(), slot, old.version, now)
         }
     }
 

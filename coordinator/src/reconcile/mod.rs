@@ -11,4 +11,4 @@ pub use instance::{
     AppRuntime, Instance, InstanceKey, JobKey, JobStatus, PlacementId, Replaced, Requested,
 };
 pub use observed::{InitJobId, InstanceId, ObservedState};
-pub use plan::{Blocked, Plan, PlanInput, plan};
+pub use plan::{Blocked, Plan, PlanInput, RolloutStep, RolloutStepKind, plan};

@@ -21,6 +21,12 @@
 //!   exhausts its restarts, or a rollout not complete by its progress
 //!   deadline, fails the rollout (not the application: the old replicas that
 //!   still run keep serving);
+//! - a `canary` rollout surges its first `canary.replicas` replicas and keeps
+//!   their old instances and every other replica on the old version until
+//!   the workload is promoted (its health gate passed, or an operator); a
+//!   canary that ends fails the rollout at once. A `blueGreen` rollout
+//!   surges every replica and stops the old instances only once every new
+//!   one is ready;
 //! - the application is Running when every workload is ready, Degraded when
 //!   a replica is down, held or evicted, Finished when every workload
 //!   completed.
@@ -35,11 +41,12 @@ use crate::model::health::CheckKind;
 use crate::model::lifecycle_policy::{FailureAction, OnExhausted};
 use crate::model::names::AppKey;
 use crate::model::qos::MinimalReservation;
+use crate::model::rollout::{CanaryPolicy, Strategy};
 use crate::model::time::Timestamp;
 use crate::model::workload::Workload;
 use crate::policy::security::SecurityBaseline;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Input of the planner.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +70,8 @@ pub struct PlanInput<'a> {
     /// When the rollout in progress began (its progress deadline counts
     /// from there).
     pub rollout_started: Option<Timestamp>,
+    /// Workloads of the rollout in progress whose canary was promoted.
+    pub promoted: &'a BTreeSet<String>,
     /// Now.
     pub now: Timestamp,
     /// The security baseline in force.
@@ -98,6 +107,33 @@ pub struct Plan {
     pub restarts: BTreeMap<InstanceKey, u32>,
     /// The rollout in progress failed: (workload, why).
     pub rollout_failed: Option<(String, String)>,
+    /// Steps of the rollout in progress the coordinator records (and, for a
+    /// promotion, carries out).
+    pub rollout_steps: Vec<RolloutStep>,
+}
+
+/// A step of a `canary` or `blueGreen` rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStep {
+    /// Workload.
+    pub workload: String,
+    /// What happens.
+    pub kind: RolloutStepKind,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Kinds of rollout steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RolloutStepKind {
+    /// The canaries passed their gate: the rollout goes on.
+    Promote,
+    /// The canaries passed their gate; an operator's promotion is awaited.
+    AwaitPromotion,
+    /// Every new instance is ready: the old set is stopped.
+    Switch,
 }
 
 /// Launch description of workload `w` under security baseline `b`, its pods
@@ -174,7 +210,33 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 }
             }
         }
-        if in_rollout && let Some(started) = input.rollout_started {
+        let strategy = rp.strategy;
+        // Replicas under the canary gate (none once promoted).
+        let canaries = rp
+            .canary()
+            .filter(|_| in_rollout && !input.promoted.contains(&w.name))
+            .map(|c| {
+                canary_gate(input, w, &c, has_readiness, &mut p);
+                c.replicas
+            });
+        // A blue-green switch waits for every new instance.
+        let all_new_ready = input
+            .runtime
+            .of_workload(&w.name)
+            .filter(|(_, i)| i.version == input.version)
+            .all(|(_, i)| {
+                i.observed == ObservedState::Ready
+                    || (i.observed == ObservedState::Running && !has_readiness)
+            });
+        // A canary that passed its gate and waits for an operator is not late.
+        let awaiting = p
+            .rollout_steps
+            .iter()
+            .any(|s| s.workload == w.name && s.kind == RolloutStepKind::AwaitPromotion);
+        if in_rollout
+            && !awaiting
+            && let Some(started) = input.rollout_started
+        {
             let deadline = started.plus(rp.progress_deadline);
             if input.now >= deadline {
                 p.rollout_failed.get_or_insert((
@@ -377,8 +439,21 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     ..id.clone()
                 };
                 let old_node = old.node.clone().unwrap_or_else(|| node.clone());
+                let canary = canaries.map(|n| k.replica < n);
                 if !old.begun() {
-                    if surging < rp.max_surge {
+                    if canary == Some(false) {
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!(
+                                "canary: {}/{} keeps version {} until the canary passes its health gate or an operator promotes it",
+                                k.workload, k.replica, old.version
+                            ),
+                        });
+                        continue;
+                    } else if canary == Some(true) || strategy == Strategy::BlueGreen {
+                        // Beside the old one, whatever the surge budget.
+                        surging += 1;
+                    } else if surging < rp.max_surge {
                         // Surge: the new one starts below, beside the old one.
                         surging += 1;
                     } else if unavailable < rp.max_unavailable {
@@ -417,6 +492,38 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 let new_ready = inst.observed == ObservedState::Ready
                     || (inst.observed == ObservedState::Running && !has_readiness);
                 if old.surge && new_ready {
+                    if canary == Some(true) {
+                        // The old copy serves on until the promotion.
+                        continue;
+                    }
+                    if strategy == Strategy::BlueGreen && !all_new_ready {
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: format!(
+                                "blue-green: version {} of {} is switched to once every new instance is ready",
+                                inst.version, w.name
+                            ),
+                        });
+                        continue;
+                    }
+                    if strategy == Strategy::BlueGreen && old.live() {
+                        let n = input
+                            .runtime
+                            .of_workload(&w.name)
+                            .filter(|(_, i)| i.version == input.version)
+                            .count();
+                        let step = RolloutStep {
+                            workload: w.name.clone(),
+                            kind: RolloutStepKind::Switch,
+                            reason: format!(
+                                "blue-green switch of {}: all {n} instance(s) of version {} ready; stopping version {}",
+                                w.name, inst.version, old.version
+                            ),
+                        };
+                        if !p.rollout_steps.contains(&step) {
+                            p.rollout_steps.push(step);
+                        }
+                    }
                     if old.live() {
                         p.actions.push(RuntimeAction {
                             node: old_node.clone(),
@@ -608,6 +715,79 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         _ => None,
     };
     p
+}
+
+/// The health gate of a canary workload: a canary of this version that
+/// ended or restarted fails the rollout; canaries all ready for
+/// `healthyFor` pass it (a promotion, or a wait for the operator's).
+fn canary_gate(
+    input: &PlanInput<'_>,
+    w: &Workload,
+    c: &CanaryPolicy,
+    has_readiness: bool,
+    p: &mut Plan,
+) {
+    let mut ready_since: Option<Timestamp> = Some(Timestamp(0));
+    let mut count = 0;
+    for (k, i) in input.runtime.of_workload(&w.name) {
+        if k.replica >= c.replicas || i.version != input.version {
+            continue;
+        }
+        count += 1;
+        let failure = if i.observed.has_ended() {
+            Some(i.observed.describe())
+        } else if i.starts > 1 {
+            Some(format!(
+                "restarted ({})",
+                i.last_failure.as_deref().unwrap_or("started again")
+            ))
+        } else {
+            None
+        };
+        if let Some(f) = failure {
+            p.rollout_failed.get_or_insert((
+                w.name.clone(),
+                format!(
+                    "canary {}/{} of version {} failed its health gate: {f}",
+                    k.workload, k.replica, input.version
+                ),
+            ));
+            return;
+        }
+        let ready = i.observed == ObservedState::Ready
+            || (i.observed == ObservedState::Running && !has_readiness);
+        ready_since = match ready_since {
+            Some(t) if ready => Some(t.max(i.since)),
+            _ => None,
+        };
+    }
+    let Some(since) = ready_since.filter(|_| count > 0) else {
+        return;
+    };
+    let due = since.plus(c.healthy_for);
+    if input.now < due {
+        wake(p, due);
+        return;
+    }
+    let passed = format!(
+        "canary of {} ({count} instance(s) of version {}) passed its health gate: ready for {} without a restart",
+        w.name, input.version, c.healthy_for
+    );
+    p.rollout_steps.push(if c.auto_promote {
+        RolloutStep {
+            workload: w.name.clone(),
+            kind: RolloutStepKind::Promote,
+            reason: format!("{passed}; promoting"),
+        }
+    } else {
+        RolloutStep {
+            workload: w.name.clone(),
+            kind: RolloutStepKind::AwaitPromotion,
+            reason: format!(
+                "{passed}; waiting for `darosctl operate promote` (autoPromote: false)"
+            ),
+        }
+    });
 }
 
 fn wake(p: &mut Plan, at: Timestamp) {

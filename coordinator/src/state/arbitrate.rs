@@ -1165,6 +1165,7 @@ impl Coordinator {
         };
         // Stop what is gone; remember what is replaced.
         let mut replaced: BTreeMap<InstanceKey, Replaced> = BTreeMap::new();
+        let mut kept_old: BTreeMap<InstanceKey, Replaced> = BTreeMap::new();
         for (k, _, _, p) in &released {
             freed = freed.plus(p.demand.request);
             let Some(inst) = e.runtime.instances.remove(k) else {
@@ -1173,6 +1174,32 @@ impl Coordinator {
             let started = inst.starts > 0 || inst.observed.is_live();
             let goes_on = changed.contains(&k.workload)
                 && k.replica < targets.get(&k.workload).copied().unwrap_or(0);
+            // A rollback to what the old copy of a replacement still runs
+            // (a canary's or blue-green's, which never stopped) keeps that
+            // copy: only the newer one stops.
+            let keeps_old = inst.replacing.clone().filter(|o| {
+                goes_on
+                    && o.live()
+                    && e.version(o.version)
+                        .and_then(|v| v.spec.workload(&k.workload))
+                        == app.workload(&k.workload)
+            });
+            if let Some(o) = keeps_old {
+                if started && let Some(n) = &inst.node {
+                    out.actions.push(super::apps::stop_action(
+                        key,
+                        k,
+                        (inst.version, inst.placement),
+                        n,
+                        format!(
+                            "version {version} is what version {} runs: that copy goes on, this one stops",
+                            o.version
+                        ),
+                    ));
+                }
+                kept_old.insert(k.clone(), o);
+                continue;
+            }
             // During a rollout, the instance that still serves is the old one
             // a replacement kept running, when the newer one never got ready:
             // that one is replaced, the newer one stopped.
@@ -1209,6 +1236,7 @@ impl Coordinator {
                         stopped: false,
                         stop_requested: false,
                         surge: false,
+                        observed: Some(inst.observed.clone()),
                     },
                 );
             } else if started && let Some(n) = &inst.node {
@@ -1225,13 +1253,21 @@ impl Coordinator {
             let demand = self.cluster.request_of(p.node, p.serial);
             added = added.plus(demand);
             let k = InstanceKey::new(p.workload.clone(), p.replica);
-            let mut inst = Instance::placed(
-                self.cluster.name(p.node).to_string(),
-                (p.node, p.serial),
-                version,
-                now,
-            );
-            inst.replacing = replaced.remove(&k);
+            let node = self.cluster.name(p.node).to_string();
+            let inst = match kept_old.remove(&k) {
+                Some(o) if o.node.as_deref() == Some(node.as_str()) => {
+                    Instance::restored(&o, (p.node, p.serial), now)
+                }
+                // Placed elsewhere: the old copy serves until replaced.
+                Some(o) => Instance {
+                    replacing: Some(Replaced { surge: false, ..o }),
+                    ..Instance::placed(node, (p.node, p.serial), version, now)
+                },
+                None => Instance {
+                    replacing: replaced.remove(&k),
+                    ..Instance::placed(node, (p.node, p.serial), version, now)
+                },
+            };
             e.runtime.instances.insert(k, inst);
         }
         e.runtime.jobs.retain(|(w, _), _| !removed.contains(w));

@@ -363,6 +363,7 @@ impl Coordinator {
                 stopped: !started,
                 stop_requested: false,
                 surge: false,
+                observed: Some(old.observed.clone()),
             });
             e.runtime.instances.insert(k, inst);
             n += 1;

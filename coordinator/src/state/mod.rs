@@ -389,6 +389,7 @@ impl Coordinator {
             OperationRequest::Restore => self.op_restore(key, now, out),
             OperationRequest::Retry => self.op_retry(key, now, out),
             OperationRequest::Abort => self.op_abort(key, now, out),
+            OperationRequest::Promote => self.op_promote(key, now, out),
         }
     }
 

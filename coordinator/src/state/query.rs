@@ -164,7 +164,7 @@ impl AppDescription {
         if let Some(r) = &self.rollout {
             let _ = writeln!(
                 s,
-                "Rollout:     version {} to {}{}, since {}{}",
+                "Rollout:     version {} to {}{}, since {}{}{}",
                 r.from,
                 r.to,
                 if r.rollback {
@@ -173,6 +173,14 @@ impl AppDescription {
                     ""
                 },
                 time(r.started),
+                if r.promoted.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; canary promoted: {}",
+                        r.promoted.iter().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                },
                 r.failed
                     .as_ref()
                     .map(|f| format!("; failed: {f}"))

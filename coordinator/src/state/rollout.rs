@@ -4,6 +4,8 @@
 //! or the progress deadline passed). A failed rollout rolls back by itself
 //! to the version it started from when its workload's `autoRollback` says so
 //! (once: a rollback that fails too holds), else it holds for an operator.
+//! A `canary` workload is promoted when its canaries pass their health gate
+//! (or by an operator); a `blueGreen` one switches once its new set is ready.
 //! Each step is a decision record saying why.
 
 use super::Coordinator;
@@ -12,8 +14,13 @@ use crate::decision::{Decision, DecisionId, DecisionKind};
 use crate::error::CoordinatorError;
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
+use crate::reconcile::{RolloutStep, RolloutStepKind};
 use crate::version::VersionOrigin;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// No workload promoted (a plan without a rollout).
+pub(super) static NO_PROMOTION: BTreeSet<String> = BTreeSet::new();
 
 /// The rollout under way of one application.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +37,16 @@ pub struct Rollout {
     /// Why it failed, once it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// Canary workloads promoted (their gate passed, or by an operator).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub promoted: BTreeSet<String>,
+    /// The progress deadline counts from here once a canary was promoted
+    /// (waiting for a promotion is not being late).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_from: Option<Timestamp>,
+    /// Steps recorded as decisions (`kind/workload`), each once.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub recorded: BTreeSet<String>,
 }
 
 impl Coordinator {
@@ -55,6 +72,9 @@ impl Coordinator {
             started: now,
             rollback: matches!(origin, VersionOrigin::AutoRollback { .. }),
             failed: None,
+            promoted: BTreeSet::new(),
+            deadline_from: None,
+            recorded: BTreeSet::new(),
         });
     }
 
@@ -137,6 +157,75 @@ impl Coordinator {
                 false
             }
         }
+    }
+
+    /// Records the steps of a plan (each once) and carries out promotions.
+    /// True when a workload was promoted (the application must be planned
+    /// again).
+    pub(super) fn rollout_steps(
+        &mut self,
+        key: &AppKey,
+        steps: &[RolloutStep],
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> bool {
+        let mut promoted = false;
+        for s in steps {
+            let Some(r) = self.apps.get_mut(key).and_then(|e| e.rollout.as_mut()) else {
+                return promoted;
+            };
+            let id = format!("{:?}/{}", s.kind, s.workload);
+            if !r.recorded.insert(id) {
+                continue;
+            }
+            if s.kind == RolloutStepKind::Promote {
+                promoted |= r.promoted.insert(s.workload.clone());
+                r.deadline_from = Some(now);
+            }
+            let to = r.to;
+            self.rollout_decision(key, to, true, s.reason.clone(), now, out);
+        }
+        promoted
+    }
+
+    /// `promote`: the canary workloads of the rollout under way go on to
+    /// their other replicas, whatever their gate says.
+    pub(super) fn op_promote(
+        &mut self,
+        key: &AppKey,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> Result<(), CoordinatorError> {
+        let e = self
+            .apps
+            .get_mut(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        let spec = e.spec_arc();
+        let r = e
+            .rollout
+            .as_mut()
+            .ok_or_else(|| CoordinatorError::NothingToPromote(key.clone()))?;
+        let waiting: Vec<String> = spec
+            .spec
+            .workloads
+            .iter()
+            .filter(|w| spec.lifecycle_of(w).rollout.canary().is_some())
+            .map(|w| w.name.clone())
+            .filter(|w| !r.promoted.contains(w))
+            .collect();
+        if waiting.is_empty() {
+            return Err(CoordinatorError::NothingToPromote(key.clone()));
+        }
+        r.promoted.extend(waiting.iter().cloned());
+        r.deadline_from = Some(now);
+        let to = r.to;
+        let reason = format!(
+            "canary of {} promoted by an operator: version {to} goes on to every replica",
+            waiting.join(", ")
+        );
+        self.rollout_decision(key, to, true, reason, now, out);
+        self.replan(key, now, out);
+        Ok(())
     }
 
     /// `abort`: roll back the rollout under way to the version it started from.

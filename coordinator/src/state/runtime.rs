@@ -4,6 +4,7 @@
 
 use super::Coordinator;
 use super::entry::{Degradation, DegradationCause};
+use super::rollout::NO_PROMOTION;
 use crate::command::Outcome;
 use crate::error::CoordinatorError;
 use crate::lifecycle::{Input, SystemEvent, Trigger};
@@ -55,12 +56,20 @@ impl Coordinator {
                 .degradation
                 .as_ref()
                 .is_none_or(|d| d.cause == DegradationCause::Runtime),
-            rollout_started: e.rollout.as_ref().map(|r| r.started),
+            rollout_started: e
+                .rollout
+                .as_ref()
+                .map(|r| r.deadline_from.unwrap_or(r.started)),
+            promoted: e.rollout.as_ref().map_or(&NO_PROMOTION, |r| &r.promoted),
             now,
         }))
     }
 
     fn apply_plan(&mut self, key: &AppKey, p: Plan, now: Timestamp, out: &mut Outcome) {
+        if self.track_rollout(key, p.rollout_failed.clone(), now, out) {
+            // Rolled back: planned afresh; this plan is stale.
+            return;
+        }
         let Some(e) = self.apps.get_mut(key) else {
             return;
         };
@@ -119,8 +128,9 @@ impl Coordinator {
         e.wake_at = p.wake_at;
         let policies = e.policies.clone();
         out.actions.extend(p.actions);
-        if self.track_rollout(key, p.rollout_failed.clone(), now, out) {
-            // Rolled back: planned afresh; this plan's event is stale.
+        if self.rollout_steps(key, &p.rollout_steps, now, out) {
+            // Promoted: the rest of the rollout is planned now.
+            self.replan(key, now, out);
             return;
         }
         let Some((ev, reason)) = p.event else {
@@ -211,6 +221,7 @@ impl Coordinator {
             if !state.is_live() {
                 old.stopped = true;
             }
+            old.observed = Some(state.clone());
         } else {
             out.notes.push(format!(
                 "ignored report for {id} (placement {placement}): the replica's placement is {} at version {}",
