@@ -219,6 +219,7 @@ fn apps(rng: &mut Rng) -> Vec<Document> {
                     lifecycle_policy: LifecyclePolicy::default(),
                     policy: PolicyRules::default(),
                     workloads,
+                    workflow: None,
                 },
             })
         })

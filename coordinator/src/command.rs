@@ -35,6 +35,15 @@ pub enum OperationRequest {
     /// Let the canary workloads of the rollout under way go on to every
     /// replica.
     Promote,
+    /// Approve a workflow step waiting for approval.
+    Approve {
+        /// The step.
+        step: String,
+    },
+    /// Start no further workflow step until resumed.
+    Suspend,
+    /// Resume a suspended workflow.
+    Resume,
 }
 
 /// A change of a node's condition: its liveness, decided by the leader from

@@ -67,6 +67,9 @@ pub enum DecisionKind {
     Rollout,
     /// Instances moved off a draining node.
     Drain,
+    /// A workflow step waits, was approved, failed; the workflow was
+    /// suspended or resumed.
+    Workflow,
 }
 
 /// Input constraints of an arbitration, summarised.

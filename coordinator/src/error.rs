@@ -149,6 +149,9 @@ pub enum CoordinatorError {
         "application {0} has no canary waiting for promotion (no rollout in progress, no workload with strategy: canary in it, or all promoted)"
     )]
     NothingToPromote(AppKey),
+    /// A workflow operation that does not apply now.
+    #[error("{0}")]
+    Workflow(String),
     /// The object is still used.
     #[error("{what} is still used by {}", .by.join(", "))]
     InUse {

@@ -24,6 +24,8 @@ pub mod decision;
 pub mod error;
 /// Field-addressed validation errors.
 pub mod field;
+/// Registered job types that workflow steps run.
+pub mod jobs;
 /// Lifecycle phases and the transition function.
 pub mod lifecycle;
 /// The seed concepts as types.
@@ -44,6 +46,8 @@ pub mod traits;
 pub mod version;
 /// What-if simulation.
 pub mod whatif;
+/// Workflows: ordered steps of an application's deployment.
+pub mod workflow;
 
 pub use command::{Command, NodeCondition, OperationRequest, Outcome, Refusal};
 pub use decision::{Decision, DecisionId, Explanation};

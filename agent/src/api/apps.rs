@@ -177,7 +177,7 @@ pub fn routes() -> Vec<ApiRoute> {
             method: Method::POST,
             path: "/v1/apps/{tenant}/{name}/operations",
             access: RouteAccess::State,
-            summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"abort\"|\"promote\"|\"scale\",...}",
+            summary: "An operation: {\"op\":\"stop\"|\"start\"|\"restore\"|\"retry\"|\"abort\"|\"promote\"|\"approve\"|\"suspend\"|\"resume\"|\"scale\",...}",
             params: APP_CHANGE_PARAMS,
             response: any,
             errors: &[400, 404, 409, 503],

@@ -44,6 +44,15 @@ pub enum GetWhat {
     /// Volumes of the storage trait on this node.
     #[command(alias = "volume")]
     Volumes,
+    /// An application's workflow steps with their status.
+    #[command(alias = "workflows")]
+    Workflow {
+        /// Application (`tenant/name`, or a name).
+        name: String,
+        /// Tenant of the application.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// A tenant's Secrets with their keys (values are never shown).
     #[command(alias = "secret")]
     Secrets {
@@ -223,6 +232,37 @@ pub async fn run(
                     ]);
                 }
                 t.render()
+            })?;
+        }
+        GetWhat::Workflow { name, tenant } => {
+            let key = resolve(client, &name, tenant.as_deref()).await?;
+            let d: daros_coordinator::AppDescription = client.get(&app_path(&key)).await?;
+            if d.workflow.is_empty() {
+                return Err(CliError::Other(format!(
+                    "{key} has no workflow (its workloads deploy by their dependsOn)"
+                )));
+            }
+            print(out, fmt, &d.workflow, || {
+                let mut t = Table::new(
+                    &["STEP", "TYPE", "GROUP", "PHASE", "RUNS", "NODE", "MESSAGE"],
+                    &[false, false, false, false, true, false, false],
+                );
+                for s in &d.workflow {
+                    t.row(vec![
+                        s.name.clone(),
+                        s.kind.clone(),
+                        s.group.clone().unwrap_or_default(),
+                        s.phase.clone(),
+                        s.attempts.to_string(),
+                        s.node.clone().unwrap_or_default(),
+                        s.message.clone(),
+                    ]);
+                }
+                let mut text = t.render();
+                if d.workflow_suspended {
+                    text.push_str("(suspended: `darosctl operate NAME resume`)\n");
+                }
+                text
             })?;
         }
         GetWhat::Volumes => {

@@ -103,6 +103,15 @@ pub enum Operation {
     Abort,
     /// Let the canary of the rollout under way go on to every replica.
     Promote,
+    /// Approve a workflow step waiting for approval.
+    Approve {
+        /// The step.
+        step: String,
+    },
+    /// Start no further workflow step until resumed.
+    Suspend,
+    /// Resume a suspended workflow.
+    Resume,
     /// Set a workload's replica count.
     Scale {
         /// Workload.
@@ -127,6 +136,9 @@ pub async fn operate(
         Operation::Retry => json!({"op": "retry"}),
         Operation::Abort => json!({"op": "abort"}),
         Operation::Promote => json!({"op": "promote"}),
+        Operation::Approve { step } => json!({"op": "approve", "step": step}),
+        Operation::Suspend => json!({"op": "suspend"}),
+        Operation::Resume => json!({"op": "resume"}),
         Operation::Scale { workload, replicas } => {
             json!({"op": "scale", "workload": workload, "replicas": replicas})
         }
@@ -157,6 +169,9 @@ impl std::fmt::Display for Operation {
             Operation::Retry => f.write_str("retry"),
             Operation::Abort => f.write_str("abort"),
             Operation::Promote => f.write_str("promote"),
+            Operation::Approve { step } => write!(f, "approve step {step}"),
+            Operation::Suspend => f.write_str("suspend the workflow"),
+            Operation::Resume => f.write_str("resume the workflow"),
             Operation::Scale { workload, replicas } => {
                 write!(f, "scale {workload} to {replicas} replica(s)")
             }

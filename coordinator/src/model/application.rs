@@ -96,6 +96,10 @@ pub struct ApplicationSpec {
     pub policy: PolicyRules,
     /// The workloads.
     pub workloads: Vec<Workload>,
+    /// Ordered steps of the deployment (default: every workload, by its
+    /// `dependsOn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<crate::workflow::Workflow>,
 }
 
 /// Highest priority an application may ask for.

@@ -72,6 +72,9 @@ pub struct PlanInput<'a> {
     pub rollout_started: Option<Timestamp>,
     /// Workloads of the rollout in progress whose canary was promoted.
     pub promoted: &'a BTreeSet<String>,
+    /// With a workflow: the workloads its deploy steps have started (the
+    /// others wait); `None`: every workload.
+    pub released: Option<&'a BTreeSet<String>>,
     /// Now.
     pub now: Timestamp,
     /// The security baseline in force.
@@ -189,6 +192,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         {
             // Parked by a scale to 0: nothing to run, nothing to wait for.
             state[i].ready = true;
+            continue;
+        }
+        if input.released.is_some_and(|r| !r.contains(&w.name)) {
+            p.blocked.push(Blocked {
+                workload: w.name.clone(),
+                reason: "waiting for the workflow step that deploys it".into(),
+            });
             continue;
         }
         let lp = input.app.lifecycle_of(w);

@@ -100,6 +100,16 @@ pub fn application(app: &Application) -> Vec<FieldError> {
             format!("dependency cycle: {}", cycle.join(" -> ")),
         );
     }
+    if let Some(wf) = &s.workflow {
+        v.extend(wf.validate(s, "spec.workflow"));
+        let reserved = crate::state::workflow::WORKFLOW_JOBS;
+        if let Some(i) = s.workloads.iter().position(|w| w.name == reserved) {
+            v.push(
+                format!("spec.workloads[{i}].name"),
+                format!("{reserved:?} is taken by the workflow's job runs in an application with a workflow"),
+            );
+        }
+    }
     v.errors().to_vec()
 }
 

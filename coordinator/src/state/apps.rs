@@ -166,6 +166,7 @@ impl Coordinator {
                 wake_at: None,
                 restore_epoch: 0,
                 rollout: None,
+                workflow: None,
                 compacted: Default::default(),
                 converging: start.then_some(super::convergence::Converging {
                     since: now,
@@ -375,7 +376,7 @@ impl Coordinator {
                                     && e.phase.holds_quota()
                             })
                             .fold(Charge::default(), |a, e| a.plus(e.charge));
-                        let a = admit(&AdmissionRequest {
+                        let mut a = admit(&AdmissionRequest {
                             app: spec,
                             targets,
                             tenant: &t.spec,
@@ -386,6 +387,7 @@ impl Coordinator {
                             cluster_capacity: self.cluster.total_capacity(),
                             pool_exists,
                         });
+                        a.checks.extend(self.workflow_checks(spec));
                         ev.checks = a.checks.clone();
                         ev.admission = Some(a);
                     }

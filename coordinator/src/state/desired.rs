@@ -162,6 +162,23 @@ impl Coordinator {
                 let (Some(node), Some(spec)) = (&st.node, spec_of(st.version)) else {
                     continue;
                 };
+                if wname == super::workflow::WORKFLOW_JOBS {
+                    let step = spec.spec.workflow.as_ref().and_then(|wf| wf.step(jname));
+                    if let Some(launch) = step.and_then(|s| self.job_launch(e, s).ok()) {
+                        out.entry(node.clone()).or_default().jobs.push(DesiredRun {
+                            job: InitJobId {
+                                app: e.key.clone(),
+                                workload: wname.clone(),
+                                job: jname.clone(),
+                                version: st.version,
+                            },
+                            run: st.run,
+                            attempt: st.attempts,
+                            launch,
+                        });
+                    }
+                    continue;
+                }
                 let Some(w) = spec.workload(wname) else {
                     continue;
                 };

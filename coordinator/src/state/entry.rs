@@ -99,6 +99,9 @@ pub struct AppEntry {
     pub restore_epoch: u64,
     /// The rollout under way, if any.
     pub rollout: Option<super::rollout::Rollout>,
+    /// The run of its workflow (none without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<crate::workflow::run::WorkflowRun>,
     /// Desired state changed and observed state has not caught up yet.
     #[serde(default)]
     pub converging: Option<super::convergence::Converging>,

@@ -25,6 +25,7 @@ pub mod pressure;
 mod query;
 pub mod rollout;
 mod runtime;
+pub mod workflow;
 
 use crate::command::{Command, NodeCondition, OperationRequest, Outcome};
 use crate::decision::Decision;
@@ -390,6 +391,9 @@ impl Coordinator {
             OperationRequest::Retry => self.op_retry(key, now, out),
             OperationRequest::Abort => self.op_abort(key, now, out),
             OperationRequest::Promote => self.op_promote(key, now, out),
+            OperationRequest::Approve { step } => self.op_approve(key, &step, now, out),
+            OperationRequest::Suspend => self.op_suspend(key, true, now, out),
+            OperationRequest::Resume => self.op_suspend(key, false, now, out),
         }
     }
 

@@ -108,6 +108,12 @@ pub struct AppDescription {
     /// The rollout under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<super::rollout::Rollout>,
+    /// Its workflow's steps, in order, with their status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflow: Vec<WorkflowStepView>,
+    /// The workflow is suspended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workflow_suspended: bool,
     /// Quota held.
     pub charge: Charge,
     /// Requests placed.
@@ -186,6 +192,25 @@ impl AppDescription {
                     .map(|f| format!("; failed: {f}"))
                     .unwrap_or_default()
             );
+        }
+        if !self.workflow.is_empty() {
+            let _ = writeln!(
+                s,
+                "Workflow:{}",
+                if self.workflow_suspended {
+                    " (suspended)"
+                } else {
+                    ""
+                }
+            );
+            for w in &self.workflow {
+                let indent = if w.group.is_some() { "    " } else { "  " };
+                let _ = writeln!(
+                    s,
+                    "{indent}{:<16} {:<10} {:<15} {}",
+                    w.name, w.kind, w.phase, w.message
+                );
+            }
         }
         let _ = writeln!(s, "Priority:    {}  Pool: {}", self.priority, self.pool);
         let _ = writeln!(
@@ -369,6 +394,8 @@ impl Coordinator {
             pool: spec.pool().to_string(),
             degradation: e.degradation.clone(),
             rollout: e.rollout.clone(),
+            workflow: workflow_view(e),
+            workflow_suspended: e.workflow.as_ref().is_some_and(|r| r.suspended),
             charge: e.charge,
             allocated: e.allocated,
             effective: e.effective.clone(),
@@ -609,4 +636,54 @@ impl Coordinator {
             actual_phase: app.map(|a| a.phase),
         })
     }
+}
+
+/// One workflow step as `describe` and `darosctl get workflow` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStepView {
+    /// Step name.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The group it is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `Pending`, `Running`, `WaitingApproval`, `WaitingCapacity`,
+    /// `Succeeded` or `Failed`.
+    pub phase: String,
+    /// Runs started (job steps).
+    pub attempts: u32,
+    /// Node of its job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// What it waits for, did, or why it failed.
+    pub message: String,
+}
+
+fn workflow_view(e: &super::entry::AppEntry) -> Vec<WorkflowStepView> {
+    let spec = e.spec();
+    let Some(wf) = spec.spec.workflow.as_ref() else {
+        return Vec::new();
+    };
+    let run = e.workflow.as_ref().filter(|r| r.version == e.current);
+    wf.all()
+        .into_iter()
+        .map(|(s, parent)| {
+            let st = run.and_then(|r| r.steps.get(&s.name));
+            WorkflowStepView {
+                name: s.name.clone(),
+                kind: s.kind.clone(),
+                group: parent.map(str::to_string),
+                phase: format!(
+                    "{:?}",
+                    st.map_or(crate::workflow::run::StepPhase::Pending, |s| s.phase)
+                ),
+                attempts: st.map_or(0, |s| s.attempts),
+                node: st.and_then(|s| s.node.clone()),
+                message: st.map(|s| s.message.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
 }

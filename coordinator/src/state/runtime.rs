@@ -27,9 +27,13 @@ impl Coordinator {
 
     /// Plans `key` now and applies the plan.
     pub(super) fn replan(&mut self, key: &AppKey, now: Timestamp, out: &mut Outcome) {
-        let Some(p) = self.current_plan(key, now) else {
+        let wf_wake = self.advance_workflow(key, now, out);
+        let Some(mut p) = self.current_plan(key, now) else {
             return;
         };
+        if let Some(w) = wf_wake {
+            p.wake_at = Some(p.wake_at.map_or(w, |x| x.min(w)));
+        }
         self.apply_plan(key, p, now, out);
         self.check_converged(key, now);
     }
@@ -43,6 +47,7 @@ impl Coordinator {
             .map(|p| p.security.clone())
             .unwrap_or_default();
         let namespace = self.namespace_of(&key.tenant);
+        let released = Self::released(e);
         Some(plan(&PlanInput {
             security: &baseline,
             namespace: namespace.as_deref(),
@@ -61,6 +66,7 @@ impl Coordinator {
                 .as_ref()
                 .map(|r| r.deadline_from.unwrap_or(r.started)),
             promoted: e.rollout.as_ref().map_or(&NO_PROMOTION, |r| &r.promoted),
+            released: released.as_ref(),
             now,
         }))
     }
