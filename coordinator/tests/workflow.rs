@@ -489,3 +489,60 @@ fn a_step_waiting_for_capacity_is_one_decision_not_one_a_second() {
         .count();
     assert_eq!(waits, 1, "{:?}", workflow_reasons(&c));
 }
+
+/// A new version runs its workflow afresh; until its deploy step, what runs
+/// keeps running and is looked after (a crash restarts it), and the rollout
+/// of a changed workload waits for the step that deploys it.
+#[test]
+fn a_new_version_reruns_the_workflow_without_leaving_what_runs_unattended() {
+    register_types();
+    let mut c = Coordinator::new();
+    apply(
+        &mut c,
+        &format!("{}{}", node("n1", 0), tenant_yaml("acme", "")),
+        0,
+    );
+    let wf = "
+    - {name: migrate, type: command, properties: {command: /bin/true}}
+    - {name: all, type: deploy, dependsOn: [migrate], properties: {workloads: [db, web]}}
+";
+    let out = apply(&mut c, &app("up", wf), 1);
+    let k = key("acme", "up");
+    let m1 = jobs(&out).pop().unwrap();
+    let out = report_job(&mut c, &m1, ObservedState::Exited { code: 0 }, 2);
+    let v1 = started(&out);
+    assert_eq!(v1.len(), 2, "{out:?}");
+    for i in &v1 {
+        report(&mut c, i, ObservedState::Running, 3);
+    }
+    assert_eq!(c.phase(&k), Some(Phase::Running));
+
+    // Version 2 changes web (its command) and runs the workflow again.
+    let v2 = app("up", wf).replace(
+        "- {name: web, runtime: {type: process}, resources:",
+        "- {name: web, runtime: {type: process}, runtimeSpec: {command: /bin/sleep}, resources:",
+    );
+    assert_ne!(v2, app("up", wf));
+    let out = apply(&mut c, &v2, 10);
+    let m2 = jobs(&out);
+    assert_eq!(m2.len(), 1, "the migration runs again: {out:?}");
+    assert!(
+        stopped(&out).is_empty(),
+        "web's old copy serves on: {out:?}"
+    );
+    // db crashes meanwhile: restarted, not left down until the deploy step.
+    let db = v1.iter().find(|i| i.workload == "db").unwrap();
+    let out = report(&mut c, db, ObservedState::Exited { code: 1 }, 11);
+    let restart = started(&out);
+    assert_eq!(restart.len(), 1, "{out:?}");
+    assert_eq!(restart[0].workload, "db");
+    // The migration done: the deploy step rolls web out.
+    let out = report_job(&mut c, &m2[0], ObservedState::Exited { code: 0 }, 12);
+    assert!(
+        stopped(&out)
+            .iter()
+            .chain(started(&out).iter())
+            .any(|i| i.workload == "web"),
+        "web's rollout goes on: {out:?}"
+    );
+}

@@ -194,13 +194,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             state[i].ready = true;
             continue;
         }
-        if input.released.is_some_and(|r| !r.contains(&w.name)) {
-            p.blocked.push(Blocked {
-                workload: w.name.clone(),
-                reason: "waiting for the workflow step that deploys it".into(),
-            });
-            continue;
-        }
+        // With a workflow, nothing of a workload starts (init jobs, new
+        // instances) before the step that deploys it; what already runs is
+        // still looked after (restarts, rollouts under way).
+        let released = input.released.is_none_or(|r| r.contains(&w.name));
         let lp = input.app.lifecycle_of(w);
         let has_readiness = w
             .health_checks
@@ -279,7 +276,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 continue;
             }
             jobs_ok = false;
-            if !deps_ok {
+            if !deps_ok || !released {
                 break;
             }
             let node = input
@@ -451,7 +448,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 let old_node = old.node.clone().unwrap_or_else(|| node.clone());
                 let canary = canaries.map(|n| k.replica < n);
                 if !old.begun() {
-                    if canary == Some(false) {
+                    if !released {
+                        // The old copy serves until the workflow deploys the new.
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: "waiting for the workflow step that deploys it".into(),
+                        });
+                        continue;
+                    } else if canary == Some(false) {
                         p.blocked.push(Blocked {
                             workload: w.name.clone(),
                             reason: format!(
@@ -562,7 +566,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 ObservedState::Pending => {
                     all_ready = false;
                     all_completed = false;
-                    if !deps_ok {
+                    if !released {
+                        p.blocked.push(Blocked {
+                            workload: w.name.clone(),
+                            reason: "waiting for the workflow step that deploys it".into(),
+                        });
+                    } else if !deps_ok {
                         p.blocked.push(Blocked {
                             workload: w.name.clone(),
                             reason: format!("waiting for {} to be ready", deps.join(", ")),
