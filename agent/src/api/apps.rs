@@ -236,18 +236,49 @@ impl From<ControlError> for ApiError {
     }
 }
 
+/// How long checking a request's documents may take: past it, a registered
+/// job type's handler did not answer and the documents are refused before
+/// they reach the coordinator (which calls the same handlers).
+const CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Parses a request's documents off the async runtime's threads (bounded in
 /// size and depth before any parsing: `spec::bounds`).
 async fn documents(body: String) -> Result<Vec<spec::Document>, ApiError> {
+    documents_within(body, CHECK_BUDGET).await
+}
+
+async fn documents_within(
+    body: String,
+    budget: std::time::Duration,
+) -> Result<Vec<spec::Document>, ApiError> {
     if body.trim().is_empty() {
         return Err(ApiError::bad_request(
             "empty body: send YAML or JSON documents",
         ));
     }
-    tokio::task::spawn_blocking(move || spec::parse(&body, Format::Auto))
-        .await
-        .map_err(|e| ApiError::bad_request(format!("the spec could not be parsed: {e}")))?
-        .map_err(|e| ApiError::bad_request(e.to_string()))
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::task::spawn_blocking(move || {
+        let _ = tx.send(std::thread::current().id());
+        spec::parse(&body, Format::Auto)
+    });
+    match tokio::time::timeout(budget, task).await {
+        Ok(r) => r
+            .map_err(|e| ApiError::bad_request(format!("the spec could not be parsed: {e}")))?
+            .map_err(|e| ApiError::bad_request(e.to_string())),
+        Err(_) => {
+            // The stuck handler keeps its thread; nothing else waits on it.
+            let who = rx
+                .await
+                .ok()
+                .and_then(daros_coordinator::jobs::in_handler)
+                .unwrap_or_else(|| "checking the documents".into());
+            tracing::warn!(handler = %who, "a job type's handler did not answer in time");
+            Err(ApiError::bad_request(format!(
+                "{who}: did not answer within {}s; nothing was applied",
+                budget.as_secs_f64()
+            )))
+        }
+    }
 }
 
 pub(super) async fn write(p: &ControlPlane, cmd: Command) -> Result<Json<WriteResult>, ApiError> {
@@ -389,4 +420,50 @@ async fn rollback(
         version: b.version,
     };
     write(&p, expecting(&app, q.expect_version, command)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daros_coordinator::field::FieldError;
+    use daros_coordinator::jobs::{self, JobRun, JobType};
+    use std::time::{Duration, Instant};
+
+    /// A job type whose check takes 3 s.
+    struct Sleepy;
+
+    impl JobType for Sleepy {
+        fn name(&self) -> &'static str {
+            "sleepy"
+        }
+        fn summary(&self) -> &'static str {
+            "slow to check"
+        }
+        fn validate(&self, _: &serde_json::Value, _: &str) -> Vec<FieldError> {
+            std::thread::sleep(Duration::from_secs(3));
+            Vec::new()
+        }
+        fn run(&self, _: &serde_json::Value) -> Result<JobRun, String> {
+            Err("never".into())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_job_type_handler_is_refused_at_the_edge_naming_the_step() {
+        jobs::register(std::sync::Arc::new(Sleepy)).unwrap();
+        let body = "apiVersion: daros.io/v1\nkind: Application\nmetadata: {name: a, tenant: t}\nspec:\n  \
+                    workloads: [{name: w, runtime: {type: process}}]\n  \
+                    workflow: {steps: [{name: s, type: sleepy}, {name: d, type: deploy, properties: {workloads: [w]}}]}\n";
+        let t0 = Instant::now();
+        let e = documents_within(body.into(), Duration::from_millis(500))
+            .await
+            .unwrap_err();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(2), "waited {took:?}");
+        let text = format!("{e:?}");
+        assert!(
+            text.contains("spec.workflow.steps[0]: job type \\\"sleepy\\\": did not answer within 0.5s; nothing was applied"),
+            "{text}"
+        );
+    }
 }

@@ -10,8 +10,13 @@
 //! start-up (the built-ins are registered here). The handler runs inside the
 //! coordinator only to check and translate: a handler that panics is caught
 //! and fails the step (or refuses the apply) with the reason, the
-//! coordinator goes on. Every server of a cluster must register the same
-//! types (the coordinator is replicated).
+//! coordinator goes on. A slow one is stopped at the edge: darosd's API
+//! checks documents (which calls every handler of their steps with the same
+//! properties the coordinator will) within a time budget and refuses them,
+//! naming the step ([`in_handler`]), when a handler does not answer in time
+//! — so the coordinator, which has no clock, only ever calls handlers that
+//! answered. Every server of a cluster must register the same types (the
+//! coordinator is replicated).
 
 pub mod command;
 pub mod gpu;
@@ -130,9 +135,40 @@ pub fn names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Runs `f` on a handler, a panic turned into an error naming the type.
-pub(crate) fn guarded<T>(name: &str, f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+/// Which handler each thread is inside now (`path: job type "x"`): what
+/// darosd's API names when checking documents outlives its budget.
+fn in_handlers()
+-> &'static std::sync::Mutex<std::collections::HashMap<std::thread::ThreadId, String>> {
+    static M: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::thread::ThreadId, String>>,
+    > = std::sync::OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// The handler thread `t` is inside, if any (`spec.workflow.steps[0]: job
+/// type "x"`).
+pub fn in_handler(t: std::thread::ThreadId) -> Option<String> {
+    in_handlers()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&t)
+        .cloned()
+}
+
+/// Runs `f` on the handler of type `name` for the step at `at`, a panic
+/// turned into an error naming the type.
+pub(crate) fn guarded<T>(name: &str, at: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    let me = std::thread::current().id();
+    in_handlers()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(me, format!("{at}: job type {name:?}"));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    in_handlers()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&me);
+    r.map_err(|p| {
         let why = p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -151,7 +187,7 @@ pub fn validate_step(
     path: &str,
 ) -> Vec<FieldError> {
     let props = format!("{path}.properties");
-    let mut errs = match guarded(t.name(), || t.validate(properties, &props)) {
+    let mut errs = match guarded(t.name(), path, || t.validate(properties, &props)) {
         Ok(e) => e,
         Err(why) => return vec![FieldError::new(format!("{path}.type"), why)],
     };
@@ -169,7 +205,7 @@ pub fn validate_step(
         ));
     }
     if errs.is_empty() {
-        match guarded(t.name(), || t.run(properties)) {
+        match guarded(t.name(), path, || t.run(properties)) {
             Ok(Ok(run)) => {
                 let gpus = run.resources.gpu.request.map_or(0, |g| g.0);
                 if gpus > limits.max_gpus {

@@ -35,7 +35,9 @@ pub const WORKFLOW_JOBS: &str = "workflow";
 fn job_run(step: &Step) -> Result<JobRun, String> {
     let t = jobs::get(&step.kind)
         .ok_or_else(|| format!("job type {:?} is not registered", step.kind))?;
-    jobs::guarded(t.name(), || t.run(&step.properties))?
+    jobs::guarded(t.name(), &format!("step {}", step.name), || {
+        t.run(&step.properties)
+    })?
 }
 
 fn demand(r: &JobRun) -> ResVec {
