@@ -219,6 +219,27 @@ pub fn admit(req: &AdmissionRequest<'_>) -> AdmissionResult {
             images.push((name, j.image.clone().or_else(|| w.image.clone())));
         }
     }
+    // Workflow job steps run a program too: the same filters.
+    for (s, _) in app
+        .spec
+        .workflow
+        .iter()
+        .flat_map(|wf| wf.all())
+        .filter(|_| filtered)
+    {
+        let Some(t) = crate::jobs::get(&s.kind) else {
+            continue;
+        };
+        let run = crate::jobs::guarded(t.name(), &s.name, || t.run(&s.properties));
+        let name = format!("workflow/{}", s.name);
+        runtimes.push((name.clone(), crate::model::runtime::RuntimeType::Process));
+        images.push((
+            name,
+            run.ok()
+                .and_then(|r| r.ok())
+                .and_then(|r| r.argv.first().cloned()),
+        ));
+    }
     if let Some(allowed) = &req.effective.allowed_runtime_types {
         let bad: Vec<String> = runtimes
             .iter()

@@ -356,3 +356,20 @@ fn a_sidecar_image_is_checked_like_the_workload_s() {
     assert!(r.contains("web/sidecar/ship (/opt/evil/ship)"), "{r}");
     assert!(!r.contains("(/usr/bin/sleep)"), "{r}");
 }
+
+#[test]
+fn a_workflow_job_s_program_is_checked_like_a_workload_image() {
+    let mut c = cluster("allowedImages: [\"/usr/bin/*\"]");
+    let app = process_app(
+        "flow",
+        "      image: /usr/bin/sleep\n",
+        "{command: /usr/bin/sleep}",
+    ) + "  workflow:\n    steps:\n    \
+           - {name: fetch, type: command, properties: {command: /opt/evil/fetch}}\n    \
+           - {name: ok, type: command, properties: {command: /usr/bin/true}}\n    \
+           - {name: all, type: deploy, dependsOn: [fetch, ok], properties: {workloads: [web]}}\n";
+    apply(&mut c, &app, 1);
+    let r = refused(&c, "flow").join("\n");
+    assert!(r.contains("workflow/fetch (/opt/evil/fetch)"), "{r}");
+    assert!(!r.contains("workflow/ok"), "{r}");
+}
