@@ -54,7 +54,7 @@ spec:
             type: command
             properties:
               command: /bin/sh
-              args: ["-c", "date +%s.%N > {d}/s1.start; sleep 1.5; date +%s.%N > {d}/s1.end"]
+              args: ["-c", "date +%s.%N > {d}/s1.start; sleep 3; date +%s.%N > {d}/s1.end"]
           - name: s2
             type: command
             retries: 1

@@ -433,6 +433,16 @@ fn bad_workflows_are_refused_with_field_paths_and_a_panicking_handler_is_contain
             "longer than job type \"gpu-batch\" allows",
         ),
         (
+            "    - {name: c, type: command, properties: {command: /x, cpu: \"3\", memory: 8Gi}}\n    - {name: y, type: deploy, properties: {workloads: [db, web]}}\n",
+            "spec.workflow.steps[0].properties",
+            "asks for cpu 3 (at most 2), memory 8Gi (at most 4Gi): more than job type \"command\" allows",
+        ),
+        (
+            "    - {name: g, type: gpu-batch, properties: {command: /x, gpus: 9}}\n    - {name: y, type: deploy, properties: {workloads: [db, web]}}\n",
+            "spec.workflow.steps[0].properties",
+            "asks for 9 GPU(s) (at most 8)",
+        ),
+        (
             "    - {name: b, type: broken}\n    - {name: y, type: deploy, properties: {workloads: [db, web]}}\n",
             "spec.workflow.steps[0].type",
             "job type \"broken\" failed inside its handler (panicked: bug in the broken job type)",

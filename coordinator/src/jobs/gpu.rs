@@ -89,6 +89,7 @@ impl JobType for GpuJob {
         JobLimits {
             max_timeout: DurationMs::from_secs(24 * 3600),
             max_gpus: MAX_GPUS,
+            ..JobLimits::default()
         }
     }
 }

@@ -22,7 +22,7 @@ pub mod command;
 pub mod gpu;
 
 use crate::field::FieldError;
-use crate::model::resources::ResourceProfile;
+use crate::model::resources::{Bytes, MilliCpu, ResourceProfile};
 use crate::model::time::DurationMs;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -46,6 +46,10 @@ pub struct JobLimits {
     pub max_timeout: DurationMs,
     /// Most GPUs.
     pub max_gpus: u32,
+    /// Most CPU.
+    pub max_cpu: MilliCpu,
+    /// Most memory.
+    pub max_memory: Bytes,
 }
 
 impl Default for JobLimits {
@@ -53,6 +57,8 @@ impl Default for JobLimits {
         Self {
             max_timeout: DurationMs::from_secs(3600),
             max_gpus: 0,
+            max_cpu: MilliCpu(2000),
+            max_memory: Bytes(4 << 30),
         }
     }
 }
@@ -207,14 +213,26 @@ pub fn validate_step(
     if errs.is_empty() {
         match guarded(t.name(), path, || t.run(properties)) {
             Ok(Ok(run)) => {
-                let gpus = run.resources.gpu.request.map_or(0, |g| g.0);
-                if gpus > limits.max_gpus {
+                let r = &run.resources;
+                let gpus = r.gpu.request.map_or(0, |g| g.0);
+                let cpu = r.cpu.request.max(r.cpu.limit).unwrap_or_default();
+                let memory = r.memory.request.max(r.memory.limit).unwrap_or_default();
+                let over = [
+                    (gpus > limits.max_gpus)
+                        .then(|| format!("{gpus} GPU(s) (at most {})", limits.max_gpus)),
+                    (cpu > limits.max_cpu)
+                        .then(|| format!("cpu {cpu} (at most {})", limits.max_cpu)),
+                    (memory > limits.max_memory)
+                        .then(|| format!("memory {memory} (at most {})", limits.max_memory)),
+                ];
+                let over: Vec<String> = over.into_iter().flatten().collect();
+                if !over.is_empty() {
                     errs.push(FieldError::new(
                         props,
                         format!(
-                            "asks for {gpus} GPU(s); job type {:?} allows {}",
-                            t.name(),
-                            limits.max_gpus
+                            "asks for {}: more than job type {:?} allows",
+                            over.join(", "),
+                            t.name()
                         ),
                     ));
                 }
