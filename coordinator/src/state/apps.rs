@@ -415,6 +415,47 @@ impl Coordinator {
         ev
     }
 
+    /// Records a decision that is a reason only (no placements, checks or
+    /// policies): rollout and workflow steps.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plain_decision(
+        &mut self,
+        key: &AppKey,
+        kind: DecisionKind,
+        version: u32,
+        accepted: bool,
+        reason: String,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> DecisionId {
+        let pool = self
+            .apps
+            .get(key)
+            .map(|e| e.spec().pool().to_string())
+            .unwrap_or_default();
+        self.push_decision(
+            Decision {
+                id: DecisionId(0),
+                time: now,
+                kind,
+                app: key.clone(),
+                version,
+                pool,
+                constraints: None,
+                fair_share: None,
+                placements: Vec::new(),
+                preemptions: Vec::new(),
+                checks: Vec::new(),
+                evaluation: None,
+                policies: Vec::new(),
+                accepted,
+                reason,
+                expected: None,
+            },
+            out,
+        )
+    }
+
     /// Records an admission-style decision (no placements).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new_decision(

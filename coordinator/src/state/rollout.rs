@@ -10,7 +10,7 @@
 
 use super::Coordinator;
 use crate::command::Outcome;
-use crate::decision::{Decision, DecisionId, DecisionKind};
+use crate::decision::{DecisionId, DecisionKind};
 use crate::error::CoordinatorError;
 use crate::model::names::AppKey;
 use crate::model::time::Timestamp;
@@ -257,30 +257,13 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> DecisionId {
-        let pool = self
-            .apps
-            .get(key)
-            .map(|e| e.spec().pool().to_string())
-            .unwrap_or_default();
-        self.push_decision(
-            Decision {
-                id: DecisionId(0),
-                time: now,
-                kind: DecisionKind::Rollout,
-                app: key.clone(),
-                version,
-                pool,
-                constraints: None,
-                fair_share: None,
-                placements: Vec::new(),
-                preemptions: Vec::new(),
-                checks: Vec::new(),
-                evaluation: None,
-                policies: Vec::new(),
-                accepted,
-                reason,
-                expected: None,
-            },
+        self.plain_decision(
+            key,
+            DecisionKind::Rollout,
+            version,
+            accepted,
+            reason,
+            now,
             out,
         )
     }

@@ -11,7 +11,7 @@
 use super::Coordinator;
 use super::entry::AppEntry;
 use crate::command::Outcome;
-use crate::decision::{Decision, DecisionId, DecisionKind};
+use crate::decision::{DecisionId, DecisionKind};
 use crate::error::CoordinatorError;
 use crate::jobs::{self, JobRun};
 use crate::model::application::Application;
@@ -611,30 +611,13 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> DecisionId {
-        let pool = self
-            .apps
-            .get(key)
-            .map(|e| e.spec().pool().to_string())
-            .unwrap_or_default();
-        self.push_decision(
-            Decision {
-                id: DecisionId(0),
-                time: now,
-                kind: DecisionKind::Workflow,
-                app: key.clone(),
-                version,
-                pool,
-                constraints: None,
-                fair_share: None,
-                placements: Vec::new(),
-                preemptions: Vec::new(),
-                checks: Vec::new(),
-                evaluation: None,
-                policies: Vec::new(),
-                accepted,
-                reason,
-                expected: None,
-            },
+        self.plain_decision(
+            key,
+            DecisionKind::Workflow,
+            version,
+            accepted,
+            reason,
+            now,
             out,
         )
     }
