@@ -372,15 +372,14 @@ fn gpu_steps_are_rejected_waiting_or_failed_and_never_one_for_another() {
         "{:?}",
         workflow_reasons(&c)
     );
-    // The first run fails (exit 2, no retries): that step failed — not rejected.
-    report_job(&mut c, &j[0], ObservedState::Exited { code: 2 }, 4);
+    // The first run fails (exit 2, no retries): that step failed — not
+    // rejected; and the GPU it held goes to the waiting step at once.
+    let out = report_job(&mut c, &j[0], ObservedState::Exited { code: 2 }, 4);
     assert_eq!(phase_of(&c, &key("acme", "first"), "eval", 4), "Failed");
-    // It looks again every second.
-    let out = c.apply(Command::Tick, t(1_003)).unwrap();
     let j2 = jobs(&out);
     assert_eq!(j2.len(), 1, "the waiting step got the GPU: {out:?}");
     assert_eq!(j2[0].app, k2);
-    assert_eq!(phase_of(&c, &k2, "eval", 1_003), "Running");
+    assert_eq!(phase_of(&c, &k2, "eval", 4), "Running");
 }
 
 #[test]

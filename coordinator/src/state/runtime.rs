@@ -290,7 +290,7 @@ impl Coordinator {
                         self.counters.job_run_time.observe(now.since(since).0);
                     }
                 }
-                j.observe(state, now);
+                j.observe(state.clone(), now);
             }
             None => {
                 out.notes.push(format!(
@@ -300,6 +300,13 @@ impl Coordinator {
             }
         }
         self.replan(&id.app, now, out);
+        // A workflow job that ended freed its resources: steps waiting for
+        // capacity look again now, not at their next poll.
+        if id.workload == super::workflow::WORKFLOW_JOBS && state.has_ended() {
+            for k in self.waiting_for_capacity() {
+                self.replan(&k, now, out);
+            }
+        }
         Ok(())
     }
 

@@ -125,6 +125,21 @@ impl Coordinator {
         checks
     }
 
+    /// Applications with a workflow step waiting for capacity.
+    pub(super) fn waiting_for_capacity(&self) -> Vec<AppKey> {
+        self.apps
+            .values()
+            .filter(|e| {
+                e.workflow.as_ref().is_some_and(|r| {
+                    r.steps
+                        .values()
+                        .any(|s| s.phase == StepPhase::WaitingCapacity)
+                })
+            })
+            .map(|e| e.key.clone())
+            .collect()
+    }
+
     /// Workloads the workflow has released, `None` without a workflow (all).
     pub(super) fn released(e: &AppEntry) -> Option<BTreeSet<String>> {
         let wf = e.spec().spec.workflow.as_ref()?;
