@@ -45,14 +45,6 @@ fn running_v1(lifecycle: &str) -> (Coordinator, AppKey, (InstanceId, u64)) {
     (c, k, v1)
 }
 
-fn rollout_reasons(c: &Coordinator) -> Vec<String> {
-    c.decisions()
-        .iter()
-        .filter(|d| d.kind == DecisionKind::Rollout)
-        .map(|d| d.reason.clone())
-        .collect()
-}
-
 #[test]
 fn a_surge_starts_the_new_instance_before_it_stops_the_old_one() {
     let (mut c, k, v1) = running_v1(SURGE);
@@ -76,7 +68,7 @@ fn a_surge_starts_the_new_instance_before_it_stops_the_old_one() {
     assert_eq!(d.instances[0].replacing, None);
     assert_eq!(c.phase(&k), Some(Phase::Running));
     assert_eq!(
-        rollout_reasons(&c),
+        reasons_of(&c, DecisionKind::Rollout),
         vec!["rollout to version 2 complete after 2ms".to_string()]
     );
     // Never Degraded on the way.
@@ -127,7 +119,7 @@ fn a_crashing_version_rolls_back_by_itself_at_its_deadline() {
         c.versions(&k).unwrap()[2].origin,
         VersionOrigin::AutoRollback { to: 1 }
     );
-    let reasons = rollout_reasons(&c);
+    let reasons = reasons_of(&c, DecisionKind::Rollout);
     assert!(
         reasons[0].starts_with(
             "rollout to version 2 failed: workload web did not complete its rollout to version 2 \
@@ -178,9 +170,10 @@ fn exhausted_restarts_of_a_new_version_roll_back_instead_of_failing_the_app() {
     assert_ne!(c.phase(&k), Some(Phase::Failed));
     assert_eq!(c.spec(&k).unwrap().0, 3, "rolled back as version 3");
     assert!(
-        rollout_reasons(&c)[0].contains("web/0 exited with code 1 after 1 restarts"),
+        reasons_of(&c, DecisionKind::Rollout)[0]
+            .contains("web/0 exited with code 1 after 1 restarts"),
         "{:?}",
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
     );
 }
 
@@ -204,9 +197,9 @@ fn without_auto_rollback_a_failed_rollout_holds_until_aborted() {
     let r = d.rollout.expect("still under way");
     assert!(r.failed.is_some());
     assert!(
-        rollout_reasons(&c)[0].contains("holding (autoRollback is off)"),
+        reasons_of(&c, DecisionKind::Rollout)[0].contains("holding (autoRollback is off)"),
         "{:?}",
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
     );
     let out = operate(&mut c, &k, OperationRequest::Abort, 200).unwrap();
     assert_eq!(c.spec(&k).unwrap().0, 3);

@@ -50,14 +50,6 @@ fn running_v1(rollout: &str, replicas: u32) -> (Coordinator, AppKey, Vec<(Instan
     (c, k, v1)
 }
 
-fn rollout_reasons(c: &Coordinator) -> Vec<String> {
-    c.decisions()
-        .iter()
-        .filter(|d| d.kind == DecisionKind::Rollout)
-        .map(|d| d.reason.clone())
-        .collect()
-}
-
 fn desired_versions(c: &Coordinator) -> Vec<(u32, u32)> {
     let mut v: Vec<(u32, u32)> = c.desired_work()["n1"]
         .instances
@@ -97,10 +89,10 @@ fn a_canary_runs_beside_the_old_replicas_until_its_gate_passes() {
         started(&out).is_empty() && stopped(&out).is_empty(),
         "{out:?}"
     );
-    assert!(rollout_reasons(&c).is_empty());
+    assert!(reasons_of(&c, DecisionKind::Rollout).is_empty());
     let out = c.apply(Command::Tick, t(6_100)).unwrap();
     assert_eq!(
-        rollout_reasons(&c),
+        reasons_of(&c, DecisionKind::Rollout),
         vec![
             "canary of web (1 instance(s) of version 2) passed its health gate: ready for 5s \
              without a restart; promoting"
@@ -127,7 +119,7 @@ fn a_canary_runs_beside_the_old_replicas_until_its_gate_passes() {
     assert!(c.describe(&k, t(6_500)).unwrap().rollout.is_none());
     assert_eq!(desired_versions(&c), vec![(0, 2), (1, 2), (2, 2)]);
     assert_eq!(
-        rollout_reasons(&c).last().unwrap(),
+        reasons_of(&c, DecisionKind::Rollout).last().unwrap(),
         "rollout to version 2 complete after 5500ms"
     );
 }
@@ -150,7 +142,7 @@ fn a_failing_canary_rolls_back_at_once_and_the_old_instances_stay() {
         VersionOrigin::AutoRollback { to: 1 }
     );
     assert_eq!(
-        rollout_reasons(&c),
+        reasons_of(&c, DecisionKind::Rollout),
         vec![
             "rollout to version 2 failed: canary web/0 of version 2 failed its health gate: \
              exited with code 3; rolling back to the spec of version 1 (autoRollback)"
@@ -185,10 +177,10 @@ fn an_operator_promotes_a_held_canary() {
     let out = c.apply(Command::Tick, t(2_200)).unwrap();
     assert!(stopped(&out).is_empty());
     assert!(
-        rollout_reasons(&c)[0]
+        reasons_of(&c, DecisionKind::Rollout)[0]
             .ends_with("waiting for `darosctl operate promote` (autoPromote: false)"),
         "{:?}",
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
     );
     // Past the progress deadline: still waiting, not failed.
     c.apply(Command::Tick, t(10_000)).unwrap();
@@ -198,12 +190,12 @@ fn an_operator_promotes_a_held_canary() {
 
     let out = operate(&mut c, &k, OperationRequest::Promote, 10_100).unwrap();
     assert!(
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
             .last()
             .unwrap()
             .starts_with("canary of web promoted by an operator"),
         "{:?}",
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
     );
     let mut s = stopped_placements(&out);
     s.sort_by_key(|(i, _)| i.replica);
@@ -235,7 +227,7 @@ fn blue_green_switches_only_when_the_whole_new_set_is_ready() {
     s.sort_by_key(|(i, _)| i.replica);
     assert_eq!(s, v1, "the old set stops together");
     assert_eq!(
-        rollout_reasons(&c),
+        reasons_of(&c, DecisionKind::Rollout),
         vec![
             "blue-green switch of web: all 2 instance(s) of version 2 ready; stopping version 1"
                 .to_string()
@@ -263,9 +255,10 @@ fn a_green_set_that_is_not_ready_in_time_rolls_back_to_the_running_blue_set() {
     assert_eq!(stopped(&out).len(), 2, "the green set stops: {out:?}");
     assert_eq!(desired_versions(&c), vec![(0, 1), (1, 1)]);
     assert!(
-        rollout_reasons(&c)[0].contains("within its progress deadline 5s; rolling back"),
+        reasons_of(&c, DecisionKind::Rollout)[0]
+            .contains("within its progress deadline 5s; rolling back"),
         "{:?}",
-        rollout_reasons(&c)
+        reasons_of(&c, DecisionKind::Rollout)
     );
 }
 

@@ -130,14 +130,6 @@ fn phase_of(c: &Coordinator, k: &AppKey, step: &str, now: u64) -> String {
         .unwrap()
 }
 
-fn workflow_reasons(c: &Coordinator) -> Vec<String> {
-    c.decisions()
-        .iter()
-        .filter(|d| d.kind == DecisionKind::Workflow)
-        .map(|d| d.reason.clone())
-        .collect()
-}
-
 #[test]
 fn a_workflow_with_a_registered_type_a_parallel_group_and_an_approval() {
     register_types();
@@ -209,7 +201,7 @@ fn a_workflow_with_a_registered_type_a_parallel_group_and_an_approval() {
     assert_eq!(phase_of(&c, &k, "checks", 6), "Succeeded");
     assert_eq!(phase_of(&c, &k, "go", 6), "WaitingApproval");
     assert_eq!(
-        workflow_reasons(&c),
+        reasons_of(&c, DecisionKind::Workflow),
         vec!["workflow step go waits for an operator's approval".to_string()]
     );
 
@@ -245,7 +237,7 @@ fn a_workflow_with_a_registered_type_a_parallel_group_and_an_approval() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("is not waiting for approval"), "{e}");
-    let r = workflow_reasons(&c);
+    let r = reasons_of(&c, DecisionKind::Workflow);
     assert!(
         r.contains(&"workflow step go approved by an operator".to_string()),
         "{r:?}"
@@ -308,7 +300,7 @@ fn a_serial_group_runs_its_steps_one_after_another_and_a_failed_step_fails_the_w
     assert_eq!(phase_of(&c, &k, "two", 3), "Failed");
     assert_eq!(phase_of(&c, &k, "prep", 3), "Failed");
     assert_eq!(phase_of(&c, &k, "all", 3), "Pending");
-    let r = workflow_reasons(&c);
+    let r = reasons_of(&c, DecisionKind::Workflow);
     assert_eq!(
         r,
         vec!["workflow failed: step two failed after 1 run(s): exited with code 1".to_string()]
@@ -366,11 +358,11 @@ fn gpu_steps_are_rejected_waiting_or_failed_and_never_one_for_another() {
     let k2 = key("acme", "second");
     assert_eq!(phase_of(&c, &k2, "eval", 3), "WaitingCapacity");
     assert!(
-        workflow_reasons(&c).iter().any(|r| r.starts_with(
+        reasons_of(&c, DecisionKind::Workflow).iter().any(|r| r.starts_with(
             "workflow step eval waiting for capacity: no node has cpu 100m, memory 128 MiB, gpu 1 free now"
         )),
         "{:?}",
-        workflow_reasons(&c)
+        reasons_of(&c, DecisionKind::Workflow)
     );
     // The first run fails (exit 2, no retries): that step failed — not
     // rejected; and the GPU it held goes to the waiting step at once.
@@ -492,11 +484,11 @@ fn a_step_waiting_for_capacity_is_one_decision_not_one_a_second() {
         phase_of(&c, &key("acme", "b"), "eval", 6_000),
         "WaitingCapacity"
     );
-    let waits = workflow_reasons(&c)
+    let waits = reasons_of(&c, DecisionKind::Workflow)
         .iter()
         .filter(|r| r.contains("waiting for capacity"))
         .count();
-    assert_eq!(waits, 1, "{:?}", workflow_reasons(&c));
+    assert_eq!(waits, 1, "{:?}", reasons_of(&c, DecisionKind::Workflow));
 }
 
 /// A new version runs its workflow afresh; until its deploy step, what runs

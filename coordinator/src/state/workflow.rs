@@ -547,6 +547,20 @@ impl Coordinator {
         })
     }
 
+    /// The workflow run of `key` and its current version, for an operation.
+    fn workflow_run(&mut self, key: &AppKey) -> Result<(&mut WorkflowRun, u32), CoordinatorError> {
+        let e = self
+            .apps
+            .get_mut(key)
+            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
+        let version = e.current;
+        let run = e
+            .workflow
+            .as_mut()
+            .ok_or_else(|| CoordinatorError::Workflow(format!("{key} has no workflow running")))?;
+        Ok((run, version))
+    }
+
     /// `approve`: an approval step waiting for an operator succeeds.
     pub(super) fn op_approve(
         &mut self,
@@ -555,14 +569,7 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> Result<(), CoordinatorError> {
-        let e = self
-            .apps
-            .get_mut(key)
-            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
-        let run = e
-            .workflow
-            .as_mut()
-            .ok_or_else(|| CoordinatorError::Workflow(format!("{key} has no workflow running")))?;
+        let (run, version) = self.workflow_run(key)?;
         if run.phase(step) != StepPhase::WaitingApproval {
             return Err(CoordinatorError::Workflow(format!(
                 "step {step:?} of {key} is not waiting for approval (it is {:?})",
@@ -570,7 +577,6 @@ impl Coordinator {
             )));
         }
         run.set(step, StepPhase::Succeeded, "approved by an operator", now);
-        let version = e.current;
         self.workflow_decision(
             key,
             version,
@@ -591,14 +597,7 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> Result<(), CoordinatorError> {
-        let e = self
-            .apps
-            .get_mut(key)
-            .ok_or_else(|| CoordinatorError::UnknownApp(key.clone()))?;
-        let run = e
-            .workflow
-            .as_mut()
-            .ok_or_else(|| CoordinatorError::Workflow(format!("{key} has no workflow running")))?;
+        let (run, version) = self.workflow_run(key)?;
         if run.suspended == suspend {
             return Err(CoordinatorError::Workflow(format!(
                 "the workflow of {key} is already {}",
@@ -606,7 +605,6 @@ impl Coordinator {
             )));
         }
         run.suspended = suspend;
-        let version = e.current;
         let reason = if suspend {
             "workflow suspended by an operator: no step starts until it is resumed (running steps go on)"
         } else {

@@ -208,3 +208,12 @@ pub fn transitions(out: &Outcome) -> Vec<String> {
         })
         .collect()
 }
+
+/// The reasons of every decision of `kind`, oldest first.
+pub fn reasons_of(c: &Coordinator, kind: daros_coordinator::decision::DecisionKind) -> Vec<String> {
+    c.decisions()
+        .iter()
+        .filter(|d| d.kind == kind)
+        .map(|d| d.reason.clone())
+        .collect()
+}
