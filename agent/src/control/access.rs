@@ -255,7 +255,9 @@ pub(super) fn admit_command(mut s: Stamped, peer: &PeerIdentity) -> Result<Stamp
         return Err(format!("client node {me} makes no leader decisions"));
     }
     match &s.command {
-        ControlCommand::Report { node, .. } | ControlCommand::Inventory { node, .. } => {
+        ControlCommand::Report { node, .. }
+        | ControlCommand::Reports { node, .. }
+        | ControlCommand::Inventory { node, .. } => {
             if *node != me {
                 return Err(format!("client node {me} may not report for node {node}"));
             }

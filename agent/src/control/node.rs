@@ -111,7 +111,10 @@ fn report(plane: &ControlPlane, report: NodeReport) -> ControlCommand {
     }
 }
 
-/// Forwards every report of the executor to the leader (through raft); sends
+/// Forwards every report of the executor to the leader (through raft), each
+/// write carrying every report that arrived while the previous one was in
+/// flight (one write per report held a node that started 160 instances at
+/// once for 160 round trips: issue 18's fleet bench); sends
 /// the executor's whole current state as one inventory after a leader change,
 /// after losing reports, and every [`INVENTORY_EVERY`]. Stale and repeated
 /// reports are dropped when applied.
@@ -138,7 +141,29 @@ pub async fn forward_reports(
         }
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(r) => send(&plane, report(&plane, r)).await,
+                Ok(r) => {
+                    let mut batch = vec![r];
+                    while batch.len() < INVENTORY_MAX_ITEMS {
+                        match rx.try_recv() {
+                            Ok(r) => batch.push(r),
+                            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                warn!(lost = n, "reports lagged; resending the current state");
+                                full = true;
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    let command = if batch.len() == 1 {
+                        report(&plane, batch.remove(0))
+                    } else {
+                        ControlCommand::Reports {
+                            node: plane.node_name().to_string(),
+                            reports: batch,
+                        }
+                    };
+                    send(&plane, command).await;
+                }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     warn!(lost = n, "reports lagged; resending the current state");
                     full = true;

@@ -37,6 +37,15 @@ pub enum ControlCommand {
         /// The report.
         report: NodeReport,
     },
+    /// Several reports of one node at once, each applied as a [`Self::Report`]
+    /// (a report the coordinator refuses does not stop the others): what the
+    /// node gathered while its previous write was in flight.
+    Reports {
+        /// Reporting node.
+        node: String,
+        /// The reports, oldest first.
+        reports: Vec<NodeReport>,
+    },
     /// A node's whole current state (every item it runs): each report as
     /// above, then instances believed live there but absent fail.
     Inventory {
@@ -397,6 +406,19 @@ fn execute(
                 None => Ok(None),
             }
         }
+        (ControlCommand::Reports { node, reports }, None) => {
+            let mut out = Outcome::default();
+            let mut changed = false;
+            for r in reports {
+                if let Some(c) = report_command(coord, r).filter(|_| from_its_node(coord, node, r))
+                    && let Ok(o) = coord.apply(c, s.at)
+                {
+                    merge(&mut out, o);
+                    changed = true;
+                }
+            }
+            Ok(changed.then_some(out))
+        }
         (ControlCommand::Inventory { node, reports }, None) => {
             let mut out = Outcome::default();
             let mut changed = false;
@@ -620,6 +642,7 @@ impl ReplicatedState for CoordinatorState {
         let kind = match &cmd.command {
             ControlCommand::Coordinator { command } => command.name(),
             ControlCommand::Report { .. } => "Report",
+            ControlCommand::Reports { .. } => "Reports",
             ControlCommand::Inventory { .. } => "Inventory",
         };
         self.timings.applied(kind, started.elapsed());
@@ -829,6 +852,84 @@ mod tests {
             .iter()
             .find(|i| i.instance.workload == workload)
             .cloned()
+    }
+
+    /// A node's batch of reports applies each one as a single report would:
+    /// one for another node's placement or a stale one is dropped, the others
+    /// still land (issue 18: an agent sends what gathered during its last write).
+    #[test]
+    fn a_batch_of_reports_applies_each_and_drops_only_the_bad_ones() {
+        let (mut s, _) = CoordinatorState::new();
+        register_n1(&mut s);
+        apply_shop(&mut s, 2).unwrap();
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        let exited = NodeReport::InitJob {
+            job: job.job.clone(),
+            run: job.run,
+            attempt: job.attempt,
+            state: ObservedState::Exited { code: 0 },
+        };
+        let batch = |s: &mut CoordinatorState, index: u64, reports: Vec<NodeReport>| {
+            s.apply(
+                Stamped {
+                    at: Timestamp(1_000 + index),
+                    leader_term: None,
+                    actor: None,
+                    command: ControlCommand::Reports {
+                        node: "n1".into(),
+                        reports,
+                    },
+                },
+                LogPosition { term: 1, index },
+            )
+            .unwrap()
+        };
+        batch(&mut s, 3, vec![exited]);
+        let web = desired(&s, "web").unwrap();
+        let ready = |d: &DesiredStart, placement: u64, attempt: u32| NodeReport::Instance {
+            instance: d.instance.clone(),
+            placement,
+            attempt,
+            state: ObservedState::Ready,
+        };
+        batch(
+            &mut s,
+            4,
+            vec![
+                ready(&web, web.placement + 1000, web.attempt),
+                ready(&web, web.placement, web.attempt),
+            ],
+        );
+        // worker starts once web is ready: web's good report landed.
+        let worker = desired(&s, "worker").expect("worker desired after web is ready");
+        let out = batch(
+            &mut s,
+            5,
+            vec![
+                ready(&worker, worker.placement, worker.attempt + 5),
+                ready(&worker, worker.placement, worker.attempt),
+            ],
+        );
+        assert!(
+            out != Outcome::default(),
+            "the good reports changed the state"
+        );
+        let apps = s
+            .query(&ControlQuery::Apps {
+                now: Timestamp(2_000),
+            })
+            .unwrap();
+        assert_eq!(apps[0]["phase"], "Running", "{apps}");
+        // The same batch again changes nothing (every report repeated).
+        let again = batch(
+            &mut s,
+            6,
+            vec![
+                ready(&web, web.placement, web.attempt),
+                ready(&worker, worker.placement, worker.attempt),
+            ],
+        );
+        assert_eq!(again, Outcome::default());
     }
 
     /// Issue 22: after a spec change the old version's "stopped" report reached
