@@ -385,7 +385,7 @@ async fn publish_coordinator<S: ReplicatedState>(inner: Weak<Inner<S>>) {
                 // Client agents repeat the freshest hint they hear from servers.
                 let g = inner.membership.read().await;
                 match g.as_ref() {
-                    Some(m) => best_hint(&m.members().await),
+                    Some(m) => best_hint(&m.servers().await),
                     None => None,
                 }
             }
@@ -732,7 +732,10 @@ impl<S: ReplicatedState> MeshHandle<S> {
 
     /// Where to send something for the leader when this node cannot tell (client agents).
     async fn server_targets(&self) -> Vec<Target> {
-        let members = self.members().await;
+        let members = match self.inner.membership.read().await.as_ref() {
+            Some(m) => m.servers().await,
+            None => Vec::new(),
+        };
         let mut out = Vec::new();
         let leader = best_hint(&members).and_then(|h| {
             members
@@ -761,7 +764,13 @@ impl<S: ReplicatedState> MeshHandle<S> {
                 let s = r.status();
                 s.leader.map(|l| (l, s.term))
             }
-            None => best_hint(&self.members().await).map(|h| (h.leader, h.term)),
+            None => {
+                let g = self.inner.membership.read().await;
+                match g.as_ref() {
+                    Some(m) => best_hint(&m.servers().await).map(|h| (h.leader, h.term)),
+                    None => None,
+                }
+            }
         }
     }
 

@@ -2,6 +2,8 @@
 //! and a digest (about 45 bytes per member) is in every SYN; zstd halves it or better.
 //! The codec byte travels inside the sealed (authenticated) payload.
 
+use std::cell::RefCell;
+
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
 /// Messages shorter than this are sent raw (not worth a zstd frame).
@@ -23,10 +25,34 @@ pub enum CodecError {
     Zstd(String),
 }
 
+thread_local! {
+    // One zstd context per thread, reused: a fresh one per datagram (what
+    // `zstd::bulk::compress` makes) allocated and freed hundreds of KiB each
+    // time, most of the codec's cost in issue 18's 1,000-agent fleet bench.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        RefCell::new(zstd::bulk::Compressor::new(1).ok());
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        RefCell::new(zstd::bulk::Decompressor::new().ok());
+}
+
+fn compress(plain: &[u8]) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|c| match c.borrow_mut().as_mut() {
+        Some(c) => c.compress(plain).ok(),
+        None => zstd::bulk::compress(plain, 1).ok(),
+    })
+}
+
+fn decompress(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|d| match d.borrow_mut().as_mut() {
+        Some(d) => d.decompress(body, MAX_MESSAGE),
+        None => zstd::bulk::decompress(body, MAX_MESSAGE),
+    })
+}
+
 /// Codec byte + (maybe compressed) message.
 pub fn encode(plain: &[u8]) -> Vec<u8> {
     let compressed = (plain.len() >= MIN_COMPRESS)
-        .then(|| zstd::bulk::compress(plain, 1).ok())
+        .then(|| compress(plain))
         .flatten()
         .filter(|z| z.len() < plain.len());
     if let Some(z) = compressed {
@@ -46,9 +72,7 @@ pub fn decode(payload: &[u8]) -> Result<Vec<u8>, CodecError> {
     let (&codec, body) = payload.split_first().ok_or(CodecError::Empty)?;
     match codec {
         RAW => Ok(body.to_vec()),
-        ZSTD => {
-            zstd::bulk::decompress(body, MAX_MESSAGE).map_err(|e| CodecError::Zstd(e.to_string()))
-        }
+        ZSTD => decompress(body).map_err(|e| CodecError::Zstd(e.to_string())),
         other => Err(CodecError::Unknown(other)),
     }
 }
@@ -78,5 +102,8 @@ mod tests {
         assert_eq!(decode(&[]), Err(CodecError::Empty));
         assert_eq!(decode(&[9, 1, 2]), Err(CodecError::Unknown(9)));
         assert!(decode(&[ZSTD, 1, 2, 3]).is_err());
+        // The thread's reused contexts still work after a refusal.
+        let big: Vec<u8> = (0..4000).map(|i| (i % 11) as u8).collect();
+        assert_eq!(decode(&encode(&big)).unwrap(), big);
     }
 }
