@@ -121,37 +121,49 @@ async fn serve(s: AppState, q: Option<&str>) -> Result<Response, ApiError> {
     }
     // The stream outlives the request's task: it reads as the same caller.
     let who = crate::control::plane::caller();
-    let stream = futures::stream::unfold((s, c, Some(items)), move |(s, mut c, pending)| {
-        let who = who.clone();
-        async move {
-            let items = match pending {
-                Some(items) => items,
-                None => loop {
-                    tokio::time::sleep(POLL).await;
-                    let read = match &who {
-                        Some(a) => crate::control::plane::with_caller(a.clone(), page(&s, c)).await,
-                        None => page(&s, c).await,
-                    };
-                    // A failed read (no leader for a moment) is retried.
-                    if let Ok(f) = read {
-                        let items = cloud_events(&f, &mut c.at);
-                        if !items.is_empty() {
-                            break items;
+    // A full page means more is waiting: the next is read at once (a consumer
+    // catching up is not held to one page per poll).
+    let full = first.events.len() >= PAGE || first.decisions.len() >= PAGE;
+    let stream = futures::stream::unfold(
+        (s, c, Some(items), full),
+        move |(s, mut c, pending, mut more)| {
+            let who = who.clone();
+            async move {
+                let items = match pending {
+                    Some(items) => items,
+                    None => loop {
+                        if !more {
+                            tokio::time::sleep(POLL).await;
                         }
-                    }
-                },
-            };
-            let mut buf = Vec::new();
-            for i in &items {
-                buf.extend(serde_json::to_vec(i).unwrap_or_default());
-                buf.push(b'\n');
+                        let read = match &who {
+                            Some(a) => {
+                                crate::control::plane::with_caller(a.clone(), page(&s, c)).await
+                            }
+                            None => page(&s, c).await,
+                        };
+                        // A failed read (no leader for a moment) is retried.
+                        more = false;
+                        if let Ok(f) = read {
+                            let items = cloud_events(&f, &mut c.at);
+                            if !items.is_empty() {
+                                more = f.events.len() >= PAGE || f.decisions.len() >= PAGE;
+                                break items;
+                            }
+                        }
+                    },
+                };
+                let mut buf = Vec::new();
+                for i in &items {
+                    buf.extend(serde_json::to_vec(i).unwrap_or_default());
+                    buf.push(b'\n');
+                }
+                Some((
+                    Ok::<_, std::io::Error>(bytes::Bytes::from(buf)),
+                    (s, c, None, more),
+                ))
             }
-            Some((
-                Ok::<_, std::io::Error>(bytes::Bytes::from(buf)),
-                (s, c, None),
-            ))
-        }
-    });
+        },
+    );
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(stream),
