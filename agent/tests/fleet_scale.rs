@@ -29,6 +29,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -242,6 +243,16 @@ impl Server {
         }
         for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
             cmd.env_remove(k);
+        }
+        // A bench stopped by a signal runs no destructor: the servers go with it.
+        // SAFETY: prctl(2) only, between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
         }
         self.child = Some(cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap());
         wait_socket(&self.name, &self.socket, Duration::from_secs(60));
