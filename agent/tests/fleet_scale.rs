@@ -27,6 +27,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mesh_hosts;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
@@ -228,7 +229,7 @@ impl Server {
         // then time out and elections follow one another).
         let mut cmd = Command::new("nice");
         cmd.args(["-n", "-10"])
-            .arg(darosd())
+            .arg(mesh_hosts::darosd_binary())
             .arg("--config")
             .arg(&cfg)
             .arg("--socket")
@@ -309,12 +310,6 @@ impl Drop for Server {
             }
         }
     }
-}
-
-fn darosd() -> PathBuf {
-    std::env::var_os("DAROS_TEST_DAROSD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_darosd")))
 }
 
 /// CPU seconds (user + system) and peak resident memory of a process.
