@@ -132,10 +132,22 @@ impl Host {
         let mut a = vec!["-o", "json"];
         a.extend_from_slice(args);
         let out = self.ctl(&a);
+        // Callers poll with this; a failure is shown so a test that then fails says why.
         if !out.status.success() {
+            eprintln!(
+                "{}: darosctl {args:?} failed: {}",
+                self.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
             return None;
         }
-        serde_json::from_slice(&out.stdout).ok()
+        match serde_json::from_slice(&out.stdout) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("{}: darosctl {args:?} printed no JSON ({e})", self.name);
+                None
+            }
+        }
     }
 
     pub fn log(&self) -> String {
