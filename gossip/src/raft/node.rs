@@ -167,9 +167,16 @@ impl<S: ReplicatedState> RaftNode<S> {
         registry.unary(APPEND, Access::Server, move |_ctx, body: Value| {
             let (r, el) = (r.clone(), Arc::clone(&el));
             async move {
-                let req = serde_json::from_value(body)
+                let req: super::types::AppendRequest = serde_json::from_value(body)
                     .map_err(|e| RpcError::bad_request(format!("append entries: {e}")))?;
+                // The leader is heard when its message arrives, not when this
+                // server is done with it: a slow disk or a busy core must not
+                // make a follower campaign against a leader it hears.
+                el.heard_append(&req.vote);
+                let entries = req.entries.len();
+                let started = std::time::Instant::now();
                 let res = r.append_entries(req).await;
+                el.append_took(started.elapsed(), entries);
                 if matches!(&res, Ok(a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
                     el.contact.touch();
                 }

@@ -52,3 +52,5 @@ pub type Entry = openraft::Entry<TypeConfig>;
 pub type StorageError = openraft::StorageError<u64>;
 pub type StoredMembership = openraft::StoredMembership<u64, RaftPeer>;
 pub type Raft = openraft::Raft<TypeConfig>;
+pub type Vote = openraft::Vote<u64>;
+pub type AppendRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
