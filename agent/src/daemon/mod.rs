@@ -10,6 +10,7 @@ pub mod net;
 pub mod notify;
 pub mod qos;
 pub mod runtime;
+pub mod stall;
 pub mod territory;
 
 use std::os::unix::fs::PermissionsExt;
@@ -202,6 +203,7 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
 }
 
 async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
+    let stalls = stall::StallProbe::spawn();
     // The node's bandwidth, when no configuration names it: the link speed.
     let capacity_source = crate::net::link::derive(
         &mut cfg,
@@ -408,6 +410,7 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     let qos_reconcile = qos
         .as_ref()
         .map(|q| qos::reconcile_loop(Arc::clone(q), cfg.qos.reconcile_interval.0, stop_rx.clone()));
+    qos_metrics.push(Box::new(stall::StallCollector(stalls)));
     let metrics_server = metrics_listener.map(|l| {
         tokio::spawn(api::serve::serve(
             l,
