@@ -670,10 +670,14 @@ impl<S: ReplicatedState> MeshHandle<S> {
         if let Some(addr) = from_raft {
             return Ok(Target::new(addr, node.as_str()));
         }
-        self.members()
-            .await
-            .into_iter()
-            .find(|m| &m.node_id == node)
+        // One member decoded, not all: the leader's dispatch round asks this for
+        // every node (all members per call made the round O(nodes²) JSON
+        // decodes, hundreds of ms of a worker at 500 nodes).
+        let member = match self.inner.membership.read().await.as_ref() {
+            Some(m) => m.member(node).await,
+            None => None,
+        };
+        member
             .and_then(|m| m.rpc_addr)
             .map(|addr| Target::new(addr, node.as_str()))
             .ok_or_else(|| MeshError::UnknownNode(node.clone()))

@@ -55,6 +55,8 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
 
 /// Longest wait for one node to take its work (a round waits for every node).
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// Work sends a round keeps in flight at once.
+const SENDS_IN_FLIGHT: usize = 64;
 
 struct Leading {
     term: u64,
@@ -167,46 +169,50 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
         .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
         .map(|m| m.node_id.to_string())
         .collect();
-    let sends = desired
+    let due: Vec<(String, DesiredWork)> = desired
         .into_iter()
         .filter(|(n, d)| full || (lead.acked.get(n) != Some(d) && !gone.contains(n)))
-        .map(|(node, d)| {
-            let plane = Arc::clone(plane);
-            async move {
-                let Ok(id) = NodeId::new(node.clone()) else {
-                    return (node, d, false);
-                };
-                let mut work = node_work(&node, fence, &d);
-                if let Some(k) = plane.secret_keys() {
-                    k.open_work(&mut work);
-                }
-                let body = match serde_json::to_value(work) {
-                    Ok(b) => b,
-                    Err(_) => return (node, d, false),
-                };
-                let sent = tokio::time::timeout(
-                    SEND_TIMEOUT,
-                    plane.mesh().command(&id, WORK_METHOD, body),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(daros_gossip::mesh::MeshError::Rpc(
-                        daros_gossip::rpc::RpcError::new(
-                            daros_gossip::rpc::ErrorCode::Timeout,
-                            format!("{node} did not take its work within {SEND_TIMEOUT:?}"),
-                        ),
-                    ))
-                });
-                match sent {
-                    Ok(_) => (node, d, true),
-                    Err(e) => {
-                        debug!(node = %node, error = %e, "work not delivered");
-                        (node, d, false)
-                    }
+        .collect();
+    let sends = due.into_iter().map(|(node, d)| {
+        let plane = Arc::clone(plane);
+        async move {
+            let Ok(id) = NodeId::new(node.clone()) else {
+                return (node, d, false);
+            };
+            let mut work = node_work(&node, fence, &d);
+            if let Some(k) = plane.secret_keys() {
+                k.open_work(&mut work);
+            }
+            let body = match serde_json::to_value(work) {
+                Ok(b) => b,
+                Err(_) => return (node, d, false),
+            };
+            let sent =
+                tokio::time::timeout(SEND_TIMEOUT, plane.mesh().command(&id, WORK_METHOD, body))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(daros_gossip::mesh::MeshError::Rpc(
+                            daros_gossip::rpc::RpcError::new(
+                                daros_gossip::rpc::ErrorCode::Timeout,
+                                format!("{node} did not take its work within {SEND_TIMEOUT:?}"),
+                            ),
+                        ))
+                    });
+            match sent {
+                Ok(_) => (node, d, true),
+                Err(e) => {
+                    debug!(node = %node, error = %e, "work not delivered");
+                    (node, d, false)
                 }
             }
-        });
-    for (node, d, ok) in futures::future::join_all(sends).await {
+        }
+    });
+    // At most SENDS_IN_FLIGHT at once: each send first builds (and seals) its
+    // node's work, and a new leader's first round starting all of them in one
+    // poll held a runtime worker for as long as that took for every node.
+    let mut done =
+        futures::StreamExt::buffer_unordered(futures::stream::iter(sends), SENDS_IN_FLIGHT);
+    while let Some((node, d, ok)) = futures::StreamExt::next(&mut done).await {
         if ok {
             lead.acked.insert(node, d);
         } else {
