@@ -14,4 +14,4 @@ pub use consensus::{
     Committed, Consensus, ConsensusError, ConsensusStatus, ServerRole, ServerStatus,
 };
 pub use node::{MAX_COMMAND_BYTES, RaftNode, RaftTiming};
-pub use state::{LogPosition, ReplicatedState, StateError};
+pub use state::{LogPosition, ReplicatedState, SnapshotJob, StateError};

@@ -20,6 +20,9 @@ pub struct LogPosition {
 #[error("state machine: {0}")]
 pub struct StateError(pub String);
 
+/// Serializes a copy of the state ([`ReplicatedState::snapshot_job`]).
+pub type SnapshotJob = Box<dyn FnOnce() -> Result<Vec<u8>, StateError> + Send>;
+
 /// A deterministic state machine replicated by raft.
 ///
 /// `apply` must be deterministic: every server applies the same commands in the same order and
@@ -42,6 +45,15 @@ pub trait ReplicatedState: Send + Sync + 'static {
     fn query(&self, q: &Self::Query) -> Self::QueryResponse;
     /// Serializes the whole state.
     fn snapshot(&self) -> Result<Vec<u8>, StateError>;
+    /// The snapshot in two steps: what this returns is taken under the state's
+    /// lock, and the job it holds runs after the lock is released, on a blocking
+    /// thread. A state that is large to serialize returns a cheap copy of itself
+    /// and serializes that, so that the lock (which applying waits for, and every
+    /// read behind it) is held for the copy alone. The default serializes here.
+    fn snapshot_job(&self) -> SnapshotJob {
+        let r = self.snapshot();
+        Box::new(move || r)
+    }
     /// Replaces the whole state with a snapshot.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateError>;
 
