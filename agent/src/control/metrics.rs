@@ -35,6 +35,8 @@ struct Seen {
     apply: std::collections::BTreeMap<&'static str, Timing>,
     proposal: Timing,
     snapshot_bytes: u64,
+    /// Writes answered without a log entry, by kind.
+    unchanged: std::collections::BTreeMap<&'static str, u64>,
     transport: super::transport_metrics::TransportSeen,
 }
 
@@ -92,6 +94,7 @@ impl ControlMetrics {
                     .or_insert(0) += 1;
             }
             let (apply, proposal, snapshot_bytes) = plane.timings().read();
+            let unchanged = plane.timings().unchanged_counts();
             let transport =
                 super::transport_metrics::TransportSeen::read(plane.mesh(), status.as_ref());
             if let Ok(mut s) = self.seen.lock() {
@@ -102,6 +105,7 @@ impl ControlMetrics {
                     apply,
                     proposal,
                     snapshot_bytes,
+                    unchanged,
                     transport,
                 };
             }
@@ -278,6 +282,16 @@ impl Collector for ControlCollector {
                 None,
             )?;
         }
+        family(
+            &mut enc,
+            "daros_raft_unchanged_writes",
+            "Writes this server, leading, answered without a log entry because they changed nothing (repeated node inventories and reports), by command kind.",
+            Counter,
+            seen.unchanged
+                .iter()
+                .map(|(k, n)| (vec![("command", (*k).to_string())], *n as f64))
+                .collect(),
+        )?;
         if seen.snapshot_bytes > 0 {
             family(
                 &mut enc,

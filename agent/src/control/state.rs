@@ -449,13 +449,7 @@ fn execute(
                     changed = true;
                 }
             }
-            let placements = reports
-                .iter()
-                .filter_map(|r| match r {
-                    NodeReport::Instance { placement, .. } => Some(*placement),
-                    NodeReport::InitJob { .. } => None,
-                })
-                .collect();
+            let placements = placements_of(reports);
             let o = coord.apply(
                 Command::NodeInventory {
                     node: node.clone(),
@@ -466,6 +460,43 @@ fn execute(
             changed |= o != Outcome::default();
             merge(&mut out, o);
             Ok(changed.then_some(out))
+        }
+    }
+}
+
+/// The placements an inventory lists.
+fn placements_of(
+    reports: &[NodeReport],
+) -> std::collections::BTreeSet<daros_coordinator::reconcile::PlacementId> {
+    reports
+        .iter()
+        .filter_map(|r| match r {
+            NodeReport::Instance { placement, .. } => Some(*placement),
+            NodeReport::InitJob { .. } => None,
+        })
+        .collect()
+}
+
+/// Whether a node's write would change nothing: every report is stale,
+/// repeated or not its node's to make, and (an inventory) nothing believed
+/// live there is absent. `execute` drops exactly these.
+fn changes_nothing(c: &daros_coordinator::Coordinator, s: &Stamped) -> bool {
+    if s.actor.is_some() || s.leader_term.is_some() {
+        return false;
+    }
+    let quiet = |node: &str, reports: &[NodeReport]| {
+        reports
+            .iter()
+            .all(|r| !from_its_node(c, node, r) || report_command(c, r).is_none())
+    };
+    match &s.command {
+        ControlCommand::Coordinator { .. } => false,
+        ControlCommand::Report { node, report } => quiet(node, std::slice::from_ref(report)),
+        ControlCommand::Reports { node, reports } => quiet(node, reports),
+        ControlCommand::Inventory { node, reports } => {
+            quiet(node, reports)
+                && c.absent_from_inventory(node, &placements_of(reports))
+                    .is_empty()
         }
     }
 }
@@ -635,6 +666,16 @@ impl CoordinatorState {
     }
 }
 
+/// The command's kind in timings and metrics.
+fn command_kind(c: &ControlCommand) -> &'static str {
+    match c {
+        ControlCommand::Coordinator { command } => command.name(),
+        ControlCommand::Report { .. } => "Report",
+        ControlCommand::Reports { .. } => "Reports",
+        ControlCommand::Inventory { .. } => "Inventory",
+    }
+}
+
 impl ReplicatedState for CoordinatorState {
     type Command = Stamped;
     type Response = Result<Outcome, Failure>;
@@ -657,13 +698,8 @@ impl ReplicatedState for CoordinatorState {
         }
         let started = std::time::Instant::now();
         let r = self.run(&cmd, at.index);
-        let kind = match &cmd.command {
-            ControlCommand::Coordinator { command } => command.name(),
-            ControlCommand::Report { .. } => "Report",
-            ControlCommand::Reports { .. } => "Reports",
-            ControlCommand::Inventory { .. } => "Inventory",
-        };
-        self.timings.applied(kind, started.elapsed());
+        self.timings
+            .applied(command_kind(&cmd.command), started.elapsed());
         // Only commands that changed the state count: a refused command
         // changes nothing, and a dropped report did not reach it.
         if matches!(r, Ok(Some(_))) {
@@ -675,6 +711,14 @@ impl ReplicatedState for CoordinatorState {
 
     fn query(&self, q: &ControlQuery) -> Self::QueryResponse {
         self.answer(q)
+    }
+
+    fn unchanged_by(&self, cmd: &Stamped) -> Option<Self::Response> {
+        if !changes_nothing(&self.coord, cmd) {
+            return None;
+        }
+        self.timings.unchanged(command_kind(&cmd.command));
+        Some(Ok(Outcome::default()))
     }
 
     fn admit_command(cmd: Stamped, peer: &daros_gossip::PeerIdentity) -> Result<Stamped, String> {
@@ -980,6 +1024,87 @@ mod tests {
             ],
         );
         assert_eq!(again, Outcome::default());
+    }
+
+    /// A node's write the state can tell changes nothing (every report
+    /// repeated, nothing live missing from an inventory) is answered without
+    /// a log entry; one that changes something is not, and applying it does
+    /// change the state (issue 18: repeated inventories made most of the log).
+    #[test]
+    fn only_writes_that_change_nothing_skip_the_log() {
+        let (mut s, _) = CoordinatorState::new();
+        register_n1(&mut s);
+        apply_shop(&mut s, 2).unwrap();
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        let exited = NodeReport::InitJob {
+            job: job.job.clone(),
+            run: job.run,
+            attempt: job.attempt,
+            state: ObservedState::Exited { code: 0 },
+        };
+        let node = |command: ControlCommand| Stamped {
+            at: Timestamp(1_000),
+            leader_term: None,
+            actor: None,
+            command,
+        };
+        let inventory = |reports: Vec<NodeReport>| {
+            node(ControlCommand::Inventory {
+                node: "n1".into(),
+                reports,
+            })
+        };
+        let first = inventory(vec![exited.clone()]);
+        assert!(s.unchanged_by(&first).is_none(), "a new report is written");
+        s.apply(first.clone(), LogPosition { term: 1, index: 3 })
+            .unwrap();
+        let changes = s.changes();
+        assert_eq!(
+            s.unchanged_by(&first).map(|r| r.unwrap()),
+            Some(Outcome::default()),
+            "the same inventory again changes nothing"
+        );
+        // Applied anyway, it would indeed change nothing.
+        s.apply(first.clone(), LogPosition { term: 1, index: 4 })
+            .unwrap();
+        assert_eq!(s.changes(), changes);
+        // web reported ready: live on n1.
+        let web = desired(&s, "web").unwrap();
+        let ready = NodeReport::Instance {
+            instance: web.instance.clone(),
+            placement: web.placement,
+            attempt: web.attempt,
+            state: ObservedState::Ready,
+        };
+        let report = node(ControlCommand::Report {
+            node: "n1".into(),
+            report: ready.clone(),
+        });
+        assert!(s.unchanged_by(&report).is_none());
+        s.apply(report.clone(), LogPosition { term: 1, index: 5 })
+            .unwrap();
+        assert!(s.unchanged_by(&report).is_some(), "a repeated report");
+        // Another node may not speak for n1's instance: nothing it says changes it.
+        let other = node(ControlCommand::Reports {
+            node: "n2".into(),
+            reports: vec![NodeReport::Instance {
+                instance: web.instance.clone(),
+                placement: web.placement,
+                attempt: web.attempt,
+                state: ObservedState::Exited { code: 1 },
+            }],
+        });
+        assert!(s.unchanged_by(&other).is_some());
+        // An inventory without web, which n1 reported live, fails it: written.
+        let without_web = inventory(vec![exited.clone()]);
+        assert!(s.unchanged_by(&without_web).is_none());
+        let with_web = inventory(vec![exited, ready]);
+        assert!(s.unchanged_by(&with_web).is_some());
+        s.apply(without_web, LogPosition { term: 1, index: 6 })
+            .unwrap();
+        assert!(s.changes() > changes + 1, "web failed: {}", s.changes());
+        // Operators' writes are always written.
+        assert!(s.unchanged_by(&shop_command()).is_none());
     }
 
     /// Issue 22: after a spec change the old version's "stopped" report reached

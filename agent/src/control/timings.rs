@@ -46,6 +46,7 @@ pub struct Timings {
     apply: Mutex<BTreeMap<&'static str, Timing>>,
     proposal: Mutex<Timing>,
     snapshot_bytes: AtomicU64,
+    unchanged: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Timings {
@@ -61,6 +62,18 @@ impl Timings {
         if let Ok(mut t) = self.proposal.lock() {
             t.observe(d);
         }
+    }
+
+    /// A `kind` write was answered without a log entry: it changed nothing.
+    pub fn unchanged(&self, kind: &'static str) {
+        if let Ok(mut m) = self.unchanged.lock() {
+            *m.entry(kind).or_default() += 1;
+        }
+    }
+
+    /// Writes answered without a log entry, by kind.
+    pub fn unchanged_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.unchanged.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
     /// A snapshot of `bytes` was written.

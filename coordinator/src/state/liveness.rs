@@ -143,6 +143,35 @@ impl Coordinator {
         out.notes.push(format!("node {name} ready again"));
     }
 
+    /// Instances a node's inventory of `placements` would fail: believed
+    /// live on it (reported running there before) and absent from the list.
+    /// None for an unknown node or one marked down.
+    pub fn absent_from_inventory(
+        &self,
+        node: &str,
+        placements: &std::collections::BTreeSet<crate::reconcile::PlacementId>,
+    ) -> Vec<crate::reconcile::InstanceId> {
+        if self
+            .cluster
+            .index_of(node)
+            .and_then(|i| self.cluster.node(i))
+            .is_none_or(|n| n.down.is_some())
+        {
+            return Vec::new();
+        }
+        self.instances_on(node)
+            .filter(|(_, _, i)| {
+                i.placement != 0 && i.observed.is_live() && !placements.contains(&i.placement)
+            })
+            .map(|(e, k, i)| crate::reconcile::InstanceId {
+                app: e.key.clone(),
+                workload: k.workload.clone(),
+                replica: k.replica,
+                version: i.version,
+            })
+            .collect()
+    }
+
     /// A node's inventory: instances believed live there whose placement the
     /// node does not list fail ("not running on node N"), so that the phase
     /// never claims a process that does not exist. A Down node's word is not
@@ -154,27 +183,7 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) {
-        if self
-            .cluster
-            .index_of(node)
-            .and_then(|i| self.cluster.node(i))
-            .is_none_or(|n| n.down.is_some())
-        {
-            return;
-        }
-        let missing: Vec<crate::reconcile::InstanceId> = self
-            .instances_on(node)
-            .filter(|(_, _, i)| {
-                i.placement != 0 && i.observed.is_live() && !placements.contains(&i.placement)
-            })
-            .map(|(e, k, i)| crate::reconcile::InstanceId {
-                app: e.key.clone(),
-                workload: k.workload.clone(),
-                replica: k.replica,
-                version: i.version,
-            })
-            .collect();
-        for id in missing {
+        for id in self.absent_from_inventory(node, placements) {
             let placement = self
                 .apps
                 .get(&id.app)

@@ -255,6 +255,27 @@ impl<S: ReplicatedState> RaftNode<S> {
         }
     }
 
+    /// A write the applied state says changes nothing, answered as of the
+    /// last applied entry (see [`ReplicatedState::unchanged_by`]).
+    fn unchanged(
+        &self,
+        cmd: &S::Command,
+    ) -> Result<Option<Committed<S::Response>>, ConsensusError> {
+        let g = self
+            .state
+            .read()
+            .map_err(|_| unavailable("state lock poisoned"))?;
+        let at = g
+            .last_applied
+            .map_or(LogPosition::default(), |l| LogPosition {
+                term: l.leader_id.term,
+                index: l.index,
+            });
+        Ok(g.state
+            .unchanged_by(cmd)
+            .map(|response| Committed { at, response }))
+    }
+
     fn read_state<T>(&self, f: impl FnOnce(&S) -> T) -> Result<T, ConsensusError> {
         let g = self
             .state
@@ -278,6 +299,9 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
             });
         }
         self.check_quorum()?;
+        if let Some(done) = self.unchanged(&cmd)? {
+            return Ok(done);
+        }
         let resp = self
             .raft
             .client_write(Proposal { payload })
