@@ -268,7 +268,8 @@ impl Server {
     }
 
     /// The server's own timings from its `/metrics`: the state machine's
-    /// time per command kind, proposals, the last snapshot's size.
+    /// time per command kind, proposals, the last snapshot's size, writes
+    /// answered without a log entry, runtime stalls.
     fn timings(&self) -> String {
         use std::io::{Read, Write};
         let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", self.metrics)) else {
@@ -284,6 +285,8 @@ impl Server {
                     || l.starts_with("daros_raft_proposal_seconds_sum")
                     || l.starts_with("daros_raft_proposal_seconds_count")
                     || l.starts_with("daros_raft_snapshot_bytes")
+                    || l.starts_with("daros_raft_unchanged_writes")
+                    || l.starts_with("daros_runtime_stall")
             })
             .map(|l| format!("  {l}"))
             .collect::<Vec<_>>()
