@@ -832,6 +832,19 @@ mod tests {
         s.apply(shop_command(), LogPosition { term: 1, index })
     }
 
+    /// Applies a coordinator tick at t=3000, index 3.
+    fn tick_at_3s(s: &mut CoordinatorState) {
+        let tick = Stamped {
+            at: Timestamp(3_000),
+            leader_term: None,
+            actor: None,
+            command: ControlCommand::Coordinator {
+                command: Command::Tick,
+            },
+        };
+        s.apply(tick, LogPosition { term: 1, index: 3 }).unwrap();
+    }
+
     /// Applies the registration of node `n1` at index 1.
     fn register_n1(s: &mut CoordinatorState) {
         s.apply(register_n1_command(), LogPosition { term: 1, index: 1 })
@@ -861,18 +874,7 @@ mod tests {
         assert_eq!(b.snapshot().unwrap(), snap);
         assert_eq!(b.changes(), a.changes());
         let next = |s: &mut CoordinatorState| {
-            s.apply(
-                Stamped {
-                    at: Timestamp(3_000),
-                    leader_term: None,
-                    actor: None,
-                    command: ControlCommand::Coordinator {
-                        command: Command::Tick,
-                    },
-                },
-                LogPosition { term: 1, index: 3 },
-            )
-            .unwrap();
+            tick_at_3s(s);
             s.snapshot().unwrap()
         };
         assert_eq!(next(&mut a), next(&mut b));
@@ -888,18 +890,7 @@ mod tests {
         apply_shop(&mut a, 2).unwrap();
         let whole = a.snapshot().unwrap();
         let job = a.snapshot_job();
-        a.apply(
-            Stamped {
-                at: Timestamp(3_000),
-                leader_term: None,
-                actor: None,
-                command: ControlCommand::Coordinator {
-                    command: Command::Tick,
-                },
-            },
-            LogPosition { term: 1, index: 3 },
-        )
-        .unwrap();
+        tick_at_3s(&mut a);
         assert_eq!(job().unwrap(), whole);
         assert_ne!(a.snapshot().unwrap(), whole, "the tick changed the state");
     }

@@ -173,7 +173,7 @@ impl Elections {
         }
         let now = self.started.elapsed().as_millis() as u64;
         let last = self.slow_logged_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1000
+        if (last == 0 || now.saturating_sub(last) >= 1000)
             && self
                 .slow_logged_ms
                 .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
