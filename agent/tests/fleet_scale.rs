@@ -230,21 +230,17 @@ impl Server {
         let mut cmd = Command::new("nice");
         cmd.args(["-n", "-10"])
             .arg(mesh_hosts::darosd_binary())
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .arg("--managed-root")
-            .arg(self.root.name())
             .env("RUST_LOG", "warn");
-        if let Some((token, port)) = join {
-            cmd.args(["--join", token, "--server", &format!("127.0.0.1:{port}")]);
-        }
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
-            cmd.env_remove(k);
-        }
+        let join = join.map(|(token, port)| (token, format!("127.0.0.1:{port}")));
+        mesh_hosts::darosd_args(
+            &mut cmd,
+            &cfg,
+            &self.socket,
+            &self.dir.join("data"),
+            self.root.name(),
+            join.as_ref()
+                .map(|(token, server)| (*token, server.as_str())),
+        );
         // A bench stopped by a signal runs no destructor: the servers go with it.
         // SAFETY: prctl(2) only, between fork and exec.
         unsafe {

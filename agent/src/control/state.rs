@@ -939,11 +939,9 @@ mod tests {
             .cloned()
     }
 
-    /// A node's batch of reports applies each one as a single report would:
-    /// one for another node's placement or a stale one is dropped, the others
-    /// still land (issue 18: an agent sends what gathered during its last write).
-    #[test]
-    fn a_batch_of_reports_applies_each_and_drops_only_the_bad_ones() {
+    /// The shop admitted with `n1` registered, and `n1`'s report that the
+    /// shop's init job exited 0 (not yet applied).
+    fn shop_on_n1() -> (CoordinatorState, NodeReport) {
         let (mut s, _) = CoordinatorState::new();
         register_n1(&mut s);
         apply_shop(&mut s, 2).unwrap();
@@ -954,6 +952,15 @@ mod tests {
             attempt: job.attempt,
             state: ObservedState::Exited { code: 0 },
         };
+        (s, exited)
+    }
+
+    /// A node's batch of reports applies each one as a single report would:
+    /// one for another node's placement or a stale one is dropped, the others
+    /// still land (issue 18: an agent sends what gathered during its last write).
+    #[test]
+    fn a_batch_of_reports_applies_each_and_drops_only_the_bad_ones() {
+        let (mut s, exited) = shop_on_n1();
         let batch = |s: &mut CoordinatorState, index: u64, reports: Vec<NodeReport>| {
             s.apply(
                 Stamped {
@@ -1023,16 +1030,7 @@ mod tests {
     /// change the state (issue 18: repeated inventories made most of the log).
     #[test]
     fn only_writes_that_change_nothing_skip_the_log() {
-        let (mut s, _) = CoordinatorState::new();
-        register_n1(&mut s);
-        apply_shop(&mut s, 2).unwrap();
-        let job = s.desired_work()["n1"].jobs[0].clone();
-        let exited = NodeReport::InitJob {
-            job: job.job.clone(),
-            run: job.run,
-            attempt: job.attempt,
-            state: ObservedState::Exited { code: 0 },
-        };
+        let (mut s, exited) = shop_on_n1();
         let node = |command: ControlCommand| Stamped {
             at: Timestamp(1_000),
             leader_term: None,

@@ -88,22 +88,16 @@ impl Host {
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net=/run/netns/{}", self.ns))
             .arg("--")
-            .arg(darosd_binary())
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .arg("--managed-root")
-            .arg(self.root.name())
-            .args(["--interval", "500ms"]);
-        if let Some((token, server)) = join {
-            cmd.args(["--join", token, "--server", server]);
-        }
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
-            cmd.env_remove(k);
-        }
+            .arg(darosd_binary());
+        darosd_args(
+            &mut cmd,
+            &cfg,
+            &self.socket,
+            &self.dir.join("data"),
+            self.root.name(),
+            join,
+        );
+        cmd.args(["--interval", "500ms"]);
         self.child = Some(
             cmd.stdout(Stdio::null())
                 .stderr(log)
@@ -171,6 +165,33 @@ impl Drop for Host {
 
 /// The darosd to run: `DAROS_TEST_DAROSD` (a bench's release build) or the
 /// one cargo built for the tests.
+/// darosd's arguments for a test host: its config, socket, data dir,
+/// managed root and join credentials; the test's own `DAROS_*` variables
+/// are not passed on.
+pub fn darosd_args(
+    cmd: &mut Command,
+    cfg: &Path,
+    socket: &Path,
+    data: &Path,
+    root: &str,
+    join: Option<(&str, &str)>,
+) {
+    cmd.arg("--config")
+        .arg(cfg)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--managed-root")
+        .arg(root);
+    if let Some((token, server)) = join {
+        cmd.args(["--join", token, "--server", server]);
+    }
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("DAROS_")) {
+        cmd.env_remove(k);
+    }
+}
+
 pub fn darosd_binary() -> PathBuf {
     std::env::var_os("DAROS_TEST_DAROSD")
         .map(PathBuf::from)
