@@ -46,8 +46,13 @@ fn start(config: &Path, status: &Path) -> (Proc, serde_json::Value) {
     (proc, v)
 }
 
+/// Seconds of each capped phase. The rate is taken after the first second: under TCG one
+/// 200 ms retransmission timeout in a 2 s window alone is 10 % (CI once measured 8.99 MB/s
+/// for 10 over 3 s runs); ebpf_traffic measures its caps over 6 s runs as well.
+const CAPPED_SECS: f64 = 6.0;
+
 /// Sends for `secs` from `snd` to a receiver in `rcv`; returns (received bytes, rate after
-/// the first second, or None for short runs).
+/// the first second).
 fn traffic(ns: &TestNetns, snd: &TestCgroup, rcv: &TestCgroup, secs: f64) -> (u64, f64) {
     let rx = Receiver::start(&rcv.path, Some(&ns.name), "127.0.0.1:0", 1);
     let out = start_sender(
@@ -93,8 +98,14 @@ fn counting_and_caps_survive_kill_9_and_restart_reopens_everything() {
     // 1. first start: loads and pins everything
     let (agent, st) = start(&config, &status);
     assert_eq!(st["net"]["outcome"], "fresh", "{st}");
-    let (bytes1, rate1) = traffic(&ns, &snd, &rcv, 3.0);
+    let (bytes1, rate1) = traffic(&ns, &snd, &rcv, CAPPED_SECS);
     let c1 = reader(&pins.0).counters(snd.id()).unwrap().egress;
+    println!(
+        "agent up: received {bytes1} B at {:.2} MB/s; marked {} dropped {} skbs",
+        rate1 / 1e6,
+        c1.marked_packets,
+        c1.drop_packets
+    );
     assert!(
         c1.bytes >= bytes1,
         "counted while running: {c1:?} for {bytes1} B"
@@ -108,12 +119,14 @@ fn counting_and_caps_survive_kill_9_and_restart_reopens_everything() {
     let pid = agent.pid();
     drop(agent); // SIGKILL + reap
     assert!(!Path::new(&format!("/proc/{pid}")).exists());
-    let (bytes2, rate2) = traffic(&ns, &snd, &rcv, 4.0);
+    let (bytes2, rate2) = traffic(&ns, &snd, &rcv, CAPPED_SECS);
     let c2 = reader(&pins.0).counters(snd.id()).unwrap().egress;
     let counted = c2.bytes - c1.bytes;
     println!(
-        "agent down: received {bytes2} B at {:.2} MB/s, counted {counted} B",
-        rate2 / 1e6
+        "agent down: received {bytes2} B at {:.2} MB/s, counted {counted} B; marked {} dropped {} skbs",
+        rate2 / 1e6,
+        c2.marked_packets - c1.marked_packets,
+        c2.drop_packets - c1.drop_packets
     );
     // payload + L3 headers: under a cap TCP sends smaller skbs, so headers weigh more than
     // the 0.1% of unthrottled 64 KiB skbs (the exact check against the wire is ebpf_traffic)
@@ -138,8 +151,14 @@ fn counting_and_caps_survive_kill_9_and_restart_reopens_everything() {
         c2.bytes
     );
     assert_eq!(w.egress.effective_bps, Some(CAP), "configuration kept");
-    let (bytes3, rate3) = traffic(&ns, &snd, &rcv, 3.0);
+    let (bytes3, rate3) = traffic(&ns, &snd, &rcv, CAPPED_SECS);
     let c3 = reader(&pins.0).counters(snd.id()).unwrap().egress;
+    println!(
+        "restarted: received {bytes3} B at {:.2} MB/s; marked {} dropped {} skbs",
+        rate3 / 1e6,
+        c3.marked_packets - c2.marked_packets,
+        c3.drop_packets - c2.drop_packets
+    );
     assert!(
         c3.bytes - c2.bytes >= bytes3,
         "counting continues after the restart"
