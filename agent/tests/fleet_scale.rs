@@ -265,7 +265,7 @@ impl Server {
 
     /// The server's own timings from its `/metrics`: the state machine's
     /// time per command kind, proposals, the last snapshot's size, writes
-    /// answered without a log entry, runtime stalls.
+    /// answered without a log entry, dispatch sends, runtime stalls.
     fn timings(&self) -> String {
         use std::io::{Read, Write};
         let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", self.metrics)) else {
@@ -282,6 +282,7 @@ impl Server {
                     || l.starts_with("daros_raft_proposal_seconds_count")
                     || l.starts_with("daros_raft_snapshot_bytes")
                     || l.starts_with("daros_raft_unchanged_writes")
+                    || l.starts_with("daros_dispatch_sends")
                     || l.starts_with("daros_runtime_stall")
             })
             .map(|l| format!("  {l}"))
@@ -832,6 +833,7 @@ async fn run() {
         at.saturating_sub(killed_ms),
         mib(new_hwm)
     );
+    eprintln!("new leader's timings:\n{}", nl.timings());
     assert_eq!(
         fleet.iter().map(|(_, rt)| rt.ready()).sum::<usize>(),
         apps * per_app + singles + 1,

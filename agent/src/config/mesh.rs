@@ -61,7 +61,8 @@ pub struct MeshSection {
     pub raft_election_min: HumanDuration,
     /// Raft election timeout, upper bound.
     pub raft_election_max: HumanDuration,
-    /// How often the leader re-sends every node its work (also after changes).
+    /// How often the leader checks that every node holds its work (by digest;
+    /// the whole work to a node that does not). Changes are sent at once.
     pub dispatch_interval: HumanDuration,
     /// The leader marks a node Down after this long without a gossip heartbeat
     /// from it (counted from its own election at the earliest); its instances

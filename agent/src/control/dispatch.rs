@@ -16,13 +16,16 @@ use daros_coordinator::{Command, NodeCondition};
 use daros_gossip::NodeId;
 use daros_gossip::fence::FenceToken;
 use daros_gossip::membership::MemberStatus;
+use daros_gossip::mesh::MeshError;
 use daros_gossip::raft::{LogPosition, ServerRole};
+use daros_gossip::rpc::ErrorCode;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::node::WORK_METHOD;
 use super::plane::{ControlPlane, changed_or, now};
 use super::work::{DesiredInstance, DesiredJob, NodeWork};
+use super::work_digest::{DIGEST_FIELD, SAME_WORK_METHOD, SameWork, SameWorkAnswer, WorkDigest};
 
 /// Converts the coordinator's desired work of `node` into the wire form.
 pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
@@ -62,8 +65,8 @@ struct Leading {
     term: u64,
     /// When this leadership was established: no node is silent for longer.
     since: Instant,
-    /// Work each node acknowledged in this term.
-    acked: BTreeMap<String, DesiredWork>,
+    /// Work each node acknowledged in this term, with its digest.
+    acked: BTreeMap<String, (DesiredWork, Option<WorkDigest>)>,
     last_full: Option<Instant>,
     last_tick: Option<Instant>,
     /// Last time this leader saw a new gossip heartbeat of each node.
@@ -169,40 +172,64 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
         .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
         .map(|m| m.node_id.to_string())
         .collect();
-    let due: Vec<(String, DesiredWork)> = desired
+    let due: Vec<(String, DesiredWork, Option<WorkDigest>)> = desired
         .into_iter()
-        .filter(|(n, d)| full || (lead.acked.get(n) != Some(d) && !gone.contains(n)))
+        .filter_map(|(n, d)| {
+            let held = lead.acked.get(&n).filter(|(a, _)| *a == d);
+            if held.is_some() && !full {
+                return None;
+            }
+            if !full && gone.contains(&n) {
+                return None;
+            }
+            let digest = held.and_then(|(_, g)| g.clone());
+            Some((n, d, digest))
+        })
         .collect();
-    let sends = due.into_iter().map(|(node, d)| {
+    let sends = due.into_iter().map(|(node, d, digest)| {
         let plane = Arc::clone(plane);
         async move {
             let Ok(id) = NodeId::new(node.clone()) else {
-                return (node, d, false);
+                return (node, d, None, Sent::Failed("not a node name".into()));
             };
+            // A full round first asks whether the node holds this work already
+            // (every node, every period; every node after a leader change).
+            let digest = digest.or_else(|| WorkDigest::of(&d));
+            if full && let Some(g) = &digest {
+                match confirm(&plane, &id, &node, g).await {
+                    Confirm::Same => return (node, d, digest, Sent::Confirmed),
+                    Confirm::NotHeld => {}
+                    // Not answering: the whole work would wait as long again.
+                    Confirm::Failed(e) => return (node, d, None, Sent::Failed(e)),
+                }
+            }
             let mut work = node_work(&node, fence, &d);
             if let Some(k) = plane.secret_keys() {
                 k.open_work(&mut work);
             }
-            let body = match serde_json::to_value(work) {
+            let mut body = match serde_json::to_value(work) {
                 Ok(b) => b,
-                Err(_) => return (node, d, false),
+                Err(e) => return (node, d, None, Sent::Failed(e.to_string())),
             };
+            if let (Some(o), Some(g)) = (body.as_object_mut(), &digest)
+                && let Ok(v) = serde_json::to_value(g)
+            {
+                o.insert(DIGEST_FIELD.to_string(), v);
+            }
             let sent =
                 tokio::time::timeout(SEND_TIMEOUT, plane.mesh().command(&id, WORK_METHOD, body))
                     .await
                     .unwrap_or_else(|_| {
-                        Err(daros_gossip::mesh::MeshError::Rpc(
-                            daros_gossip::rpc::RpcError::new(
-                                daros_gossip::rpc::ErrorCode::Timeout,
-                                format!("{node} did not take its work within {SEND_TIMEOUT:?}"),
-                            ),
-                        ))
+                        Err(MeshError::Rpc(daros_gossip::rpc::RpcError::new(
+                            ErrorCode::Timeout,
+                            format!("{node} did not take its work within {SEND_TIMEOUT:?}"),
+                        )))
                     });
             match sent {
-                Ok(_) => (node, d, true),
+                Ok(_) => (node, d, digest, Sent::Whole),
                 Err(e) => {
                     debug!(node = %node, error = %e, "work not delivered");
-                    (node, d, false)
+                    (node, d, None, Sent::Failed(e.to_string()))
                 }
             }
         }
@@ -210,15 +237,93 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
     // At most SENDS_IN_FLIGHT at once: each send first builds (and seals) its
     // node's work, and a new leader's first round starting all of them in one
     // poll held a runtime worker for as long as that took for every node.
+    let started = Instant::now();
+    let (mut whole, mut confirmed, mut failed) = (0usize, 0usize, 0usize);
+    let mut first_failure: Option<String> = None;
     let mut done =
         futures::StreamExt::buffer_unordered(futures::stream::iter(sends), SENDS_IN_FLIGHT);
-    while let Some((node, d, ok)) = futures::StreamExt::next(&mut done).await {
-        if ok {
-            lead.acked.insert(node, d);
-        } else {
-            lead.acked.remove(&node);
+    while let Some((node, d, digest, sent)) = futures::StreamExt::next(&mut done).await {
+        match sent {
+            Sent::Whole | Sent::Confirmed => {
+                if sent == Sent::Whole {
+                    whole += 1;
+                } else {
+                    confirmed += 1;
+                }
+                lead.acked.insert(node, (d, digest));
+            }
+            Sent::Failed(e) => {
+                failed += 1;
+                first_failure.get_or_insert_with(|| format!("{node}: {e}"));
+                lead.acked.remove(&node);
+            }
         }
     }
+    plane.timings().dispatched(whole, confirmed, failed);
+    // A slow round delays every commit's work behind it: say so.
+    let took = started.elapsed();
+    if took > SEND_TIMEOUT {
+        warn!(
+            full,
+            whole,
+            confirmed,
+            failed,
+            took_ms = took.as_millis() as u64,
+            first_failure = first_failure.as_deref().unwrap_or(""),
+            "a dispatch round took longer than one send may"
+        );
+    }
+}
+
+/// The answer to "do you hold this work?".
+enum Confirm {
+    /// The node holds work of that digest and took the fence.
+    Same,
+    /// It does not (or does not know the question: an older agent).
+    NotHeld,
+    /// No answer in time, or the node is unreachable.
+    Failed(String),
+}
+
+async fn confirm(plane: &ControlPlane, id: &NodeId, node: &str, digest: &WorkDigest) -> Confirm {
+    let q = SameWork {
+        node: node.to_string(),
+        digest: digest.clone(),
+    };
+    let Ok(body) = serde_json::to_value(q) else {
+        return Confirm::NotHeld;
+    };
+    match tokio::time::timeout(
+        SEND_TIMEOUT,
+        plane.mesh().command(id, SAME_WORK_METHOD, body),
+    )
+    .await
+    {
+        Ok(Ok(v)) => match serde_json::from_value::<SameWorkAnswer>(v) {
+            Ok(a) if a.same => Confirm::Same,
+            _ => Confirm::NotHeld,
+        },
+        Ok(Err(MeshError::Rpc(e)))
+            if matches!(e.code, ErrorCode::Timeout | ErrorCode::Unreachable) =>
+        {
+            Confirm::Failed(e.to_string())
+        }
+        Ok(Err(_)) => Confirm::NotHeld,
+        Err(_) => Confirm::Failed(format!(
+            "{node} did not answer whether it holds its work within {SEND_TIMEOUT:?}"
+        )),
+    }
+}
+
+/// How one node's send in a round ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Sent {
+    /// The whole work was taken.
+    Whole,
+    /// The node already held this work (same digest) and took the fence.
+    Confirmed,
+    /// Not delivered (unreachable, timed out, refused), and why.
+    Failed(String),
 }
 
 async fn tick(plane: &ControlPlane, term: u64) {

@@ -37,6 +37,8 @@ struct Seen {
     snapshot_bytes: u64,
     /// Writes answered without a log entry, by kind.
     unchanged: std::collections::BTreeMap<&'static str, u64>,
+    /// Leader dispatch sends by outcome.
+    sends: [(&'static str, u64); 3],
     transport: super::transport_metrics::TransportSeen,
 }
 
@@ -95,6 +97,7 @@ impl ControlMetrics {
             }
             let (apply, proposal, snapshot_bytes) = plane.timings().read();
             let unchanged = plane.timings().unchanged_counts();
+            let sends = plane.timings().sends();
             let transport =
                 super::transport_metrics::TransportSeen::read(plane.mesh(), status.as_ref());
             if let Ok(mut s) = self.seen.lock() {
@@ -106,6 +109,7 @@ impl ControlMetrics {
                     proposal,
                     snapshot_bytes,
                     unchanged,
+                    sends,
                     transport,
                 };
             }
@@ -290,6 +294,16 @@ impl Collector for ControlCollector {
             seen.unchanged
                 .iter()
                 .map(|(k, n)| (vec![("command", (*k).to_string())], *n as f64))
+                .collect(),
+        )?;
+        family(
+            &mut enc,
+            "daros_dispatch_sends",
+            "Work sends of this server's leader dispatch, by outcome: whole (the node was sent its whole work), confirmed (it held that work already: digest only), failed.",
+            Counter,
+            seen.sends
+                .iter()
+                .map(|(k, n)| (vec![("outcome", (*k).to_string())], *n as f64))
                 .collect(),
         )?;
         if seen.snapshot_bytes > 0 {

@@ -2,6 +2,7 @@
 //! dispatch of node work and the applications API.
 //!
 //! - [`work`]: the contract with the runtime executor (node work, reports).
+//! - [`work_digest`]: work a node already holds is confirmed by digest, not re-sent.
 //! - [`state`]: the coordinator as the raft state machine.
 //! - [`bootstrap`]: credentials and addresses on first start.
 //! - [`plane`]: [`ControlPlane`], started by the daemon.
@@ -27,6 +28,7 @@ pub mod state;
 pub mod timings;
 pub mod transport_metrics;
 pub mod work;
+pub mod work_digest;
 
 pub use plane::{ControlPlane, ControlSettings, NodeSpecFn};
 pub use state::{Failure, FailureKind};

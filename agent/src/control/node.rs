@@ -16,12 +16,16 @@ use super::contact::Contact;
 use super::plane::{ControlMesh, ControlPlane, NodeSpecFn};
 use super::state::ControlCommand;
 use super::work::{ExecError, NodeReport, NodeWork, WorkExecutor};
+use super::work_digest::{
+    DIGEST_FIELD, HeldWork, SAME_WORK_METHOD, SameWork, SameWorkAnswer, WorkDigest,
+};
 
 /// RPC method carrying a node's [`NodeWork`] (a fenced command).
 pub const WORK_METHOD: &str = "control.work";
 
-/// Registers the fenced work method; the returned notifier fires when work
-/// arrives from a newer term (a new leader), so that reports are resent.
+/// Registers the fenced work methods (the work, and the question whether this
+/// node holds work of a digest); the returned notifier fires when work arrives
+/// from a newer term (a new leader), so that reports are resent.
 pub fn serve_work(
     mesh: &ControlMesh,
     me: String,
@@ -30,14 +34,33 @@ pub fn serve_work(
 ) -> Arc<Notify> {
     let resync = Arc::new(Notify::new());
     let last_term = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let notify = Arc::clone(&resync);
-    mesh.handle_command(WORK_METHOD, move |ctx: CallContext, body: Value| {
+    let held = Arc::new(HeldWork::default());
+    // Contact with a leader of `term`: a newer term resends every report.
+    let heard = {
+        let (notify, last_term, contact) = (
+            Arc::clone(&resync),
+            Arc::clone(&last_term),
+            Arc::clone(&contact),
+        );
+        move |term: u64| {
+            contact.touch();
+            let prev = last_term.fetch_max(term, std::sync::atomic::Ordering::SeqCst);
+            if term > prev {
+                notify.notify_one();
+            }
+        }
+    };
+    let (work_me, work_held, work_heard) = (me.clone(), Arc::clone(&held), heard.clone());
+    mesh.handle_command(WORK_METHOD, move |ctx: CallContext, mut body: Value| {
         let exec = Arc::clone(&exec);
-        let me = me.clone();
-        let notify = Arc::clone(&notify);
-        let last_term = Arc::clone(&last_term);
-        let contact = Arc::clone(&contact);
+        let me = work_me.clone();
+        let held = Arc::clone(&work_held);
+        let heard = work_heard.clone();
         async move {
+            let digest = body
+                .as_object_mut()
+                .and_then(|o| o.remove(DIGEST_FIELD))
+                .and_then(|d| serde_json::from_value::<WorkDigest>(d).ok());
             let mut work: NodeWork = serde_json::from_value(body)
                 .map_err(|e| RpcError::bad_request(format!("node work: {e}")))?;
             // The mesh checked this token against the highest term accepted.
@@ -53,7 +76,7 @@ pub fn serve_work(
                     .to_string(),
                 ));
             }
-            let term = work.fence.term;
+            let fence = work.fence;
             let (n, j) = (work.instances.len(), work.jobs.len());
             match exec.execute(work).await {
                 Ok(()) => {}
@@ -62,13 +85,40 @@ pub fn serve_work(
                 }
                 Err(e) => return Err(RpcError::internal(e.to_string())),
             }
-            contact.touch();
-            let prev = last_term.fetch_max(term, std::sync::atomic::Ordering::SeqCst);
-            if term > prev {
-                notify.notify_one();
-            }
-            debug!(term, instances = n, jobs = j, "node work accepted");
+            held.accepted(fence, digest);
+            heard(fence.term);
+            debug!(
+                term = fence.term,
+                instances = n,
+                jobs = j,
+                "node work accepted"
+            );
             Ok(json!({ "accepted": true, "instances": n, "jobs": j }))
+        }
+    });
+    mesh.handle_command(SAME_WORK_METHOD, move |ctx: CallContext, body: Value| {
+        let me = me.clone();
+        let held = Arc::clone(&held);
+        let heard = heard.clone();
+        async move {
+            let q: SameWork = serde_json::from_value(body)
+                .map_err(|e| RpcError::bad_request(format!("same work: {e}")))?;
+            if q.node != me {
+                return Err(RpcError::bad_request(
+                    ExecError::WrongNode {
+                        expected: me,
+                        got: q.node,
+                    }
+                    .to_string(),
+                ));
+            }
+            let fence = ctx.fence.unwrap_or_default();
+            let same = held.holds(&q.digest, fence);
+            if same {
+                heard(fence.term);
+            }
+            serde_json::to_value(SameWorkAnswer { same })
+                .map_err(|e| RpcError::internal(e.to_string()))
         }
     });
     resync

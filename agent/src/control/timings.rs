@@ -47,6 +47,8 @@ pub struct Timings {
     proposal: Mutex<Timing>,
     snapshot_bytes: AtomicU64,
     unchanged: Mutex<BTreeMap<&'static str, u64>>,
+    /// Leader dispatch sends: whole work, confirmed by digest, failed.
+    sends: [AtomicU64; 3],
 }
 
 impl Timings {
@@ -74,6 +76,24 @@ impl Timings {
     /// Writes answered without a log entry, by kind.
     pub fn unchanged_counts(&self) -> BTreeMap<&'static str, u64> {
         self.unchanged.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// A dispatch round ended: nodes sent their whole work, nodes that held it
+    /// already (confirmed by digest), sends that failed.
+    pub fn dispatched(&self, whole: usize, confirmed: usize, failed: usize) {
+        for (c, n) in self.sends.iter().zip([whole, confirmed, failed]) {
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Dispatch sends so far by outcome (`whole`, `confirmed`, `failed`).
+    pub fn sends(&self) -> [(&'static str, u64); 3] {
+        let [w, c, f] = &self.sends;
+        [
+            ("whole", w.load(Ordering::Relaxed)),
+            ("confirmed", c.load(Ordering::Relaxed)),
+            ("failed", f.load(Ordering::Relaxed)),
+        ]
     }
 
     /// A snapshot of `bytes` was written.

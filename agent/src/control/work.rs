@@ -2,8 +2,10 @@
 //! node-side runtime executor (`runtime/`).
 //!
 //! Level-triggered: the leader sends a node its **complete** desired work at a raft
-//! position, again after every change, after a leader change and periodically. The
-//! executor converges on it; sending the same [`NodeWork`] twice changes nothing.
+//! position, again after every change; after a leader change and periodically it
+//! asks whether the node still holds that work (by digest, [`super::work_digest`])
+//! and sends it whole when not. The executor converges on it; sending the same
+//! [`NodeWork`] twice changes nothing.
 //!
 //! Ownership of restarts: the coordinator decides every (re)start. An instance whose
 //! attempt ended stays ended until the coordinator sends a higher `attempt`; the
