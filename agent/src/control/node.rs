@@ -68,13 +68,7 @@ pub fn serve_work(
                 work.fence = f;
             }
             if work.node != me {
-                return Err(RpcError::bad_request(
-                    ExecError::WrongNode {
-                        expected: me,
-                        got: work.node,
-                    }
-                    .to_string(),
-                ));
+                return Err(wrong_node(me, work.node));
             }
             let fence = work.fence;
             let (n, j) = (work.instances.len(), work.jobs.len());
@@ -104,13 +98,7 @@ pub fn serve_work(
             let q: SameWork = serde_json::from_value(body)
                 .map_err(|e| RpcError::bad_request(format!("same work: {e}")))?;
             if q.node != me {
-                return Err(RpcError::bad_request(
-                    ExecError::WrongNode {
-                        expected: me,
-                        got: q.node,
-                    }
-                    .to_string(),
-                ));
+                return Err(wrong_node(me, q.node));
             }
             let fence = ctx.fence.unwrap_or_default();
             let same = held.holds(&q.digest, fence);
@@ -122,6 +110,11 @@ pub fn serve_work(
         }
     });
     resync
+}
+
+/// Work or a question for another node than this one.
+fn wrong_node(expected: String, got: String) -> RpcError {
+    RpcError::bad_request(ExecError::WrongNode { expected, got }.to_string())
 }
 
 /// How often a node sends its whole state (its inventory) besides changes: an
