@@ -10,7 +10,7 @@ mod ebpf_support;
 use std::time::Duration;
 
 use daros_ebpf::{Cap, NetDatapath, NetLimits, NetOptions};
-use ebpf_support::{Receiver, TestCgroup, TestNetns, TestPins, send_report, start_sender};
+use ebpf_support::{CpuUse, Receiver, TestCgroup, TestNetns, TestPins, send_report, start_sender};
 
 const MB: u64 = 1_000_000;
 
@@ -167,6 +167,7 @@ fn egress_caps_hold_within_10_percent() {
             )
             .unwrap();
         let before = s.net.reader().counters(s.snd.id()).unwrap().egress;
+        let cpu = CpuUse::now();
         let got = capped_rate(&s, 6.0);
         let c = s
             .net
@@ -184,7 +185,11 @@ fn egress_caps_hold_within_10_percent() {
             c.marked_packets,
             c.drop_packets
         );
-        assert!(err.abs() <= 0.10, "egress cap {rate} B/s, got {got:.0} B/s");
+        assert!(
+            err.abs() <= 0.10,
+            "egress cap {rate} B/s, got {got:.0} B/s; busiest meanwhile: {}",
+            cpu.busiest_since(6)
+        );
         assert!(
             c.marked_packets + c.drop_packets > 0,
             "the cap acted: {c:?}"
@@ -207,6 +212,7 @@ fn ingress_caps_hold_within_10_percent() {
             )
             .unwrap();
         let before = s.net.reader().counters(s.rcv.id()).unwrap().ingress;
+        let cpu = CpuUse::now();
         let got = capped_rate(&s, 6.0);
         let c = s
             .net
@@ -226,7 +232,8 @@ fn ingress_caps_hold_within_10_percent() {
         );
         assert!(
             err.abs() <= 0.10,
-            "ingress cap {rate} B/s, got {got:.0} B/s"
+            "ingress cap {rate} B/s, got {got:.0} B/s; busiest meanwhile: {}",
+            cpu.busiest_since(6)
         );
         assert!(
             c.marked_packets + c.drop_packets > 0,

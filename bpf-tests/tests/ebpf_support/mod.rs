@@ -417,3 +417,53 @@ pub fn send_report(out: &str) -> SendReport {
         end_ns: v["end_ns"].as_u64().unwrap(),
     }
 }
+
+/// CPU time of every process on the machine at one moment (`/proc/<pid>/stat`), to name
+/// what else ran while a rate was measured: a cap that misses its bar beside a CPU hog is
+/// the hog's doing, not the datapath's.
+pub struct CpuUse(std::collections::BTreeMap<u32, (String, u64)>);
+
+impl CpuUse {
+    pub fn now() -> Self {
+        let mut m = std::collections::BTreeMap::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // comm is in parentheses and may hold spaces; utime and stime are fields 14, 15.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let comm = stat[open + 1..close].to_string();
+            let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            m.insert(pid, (comm, ticks(11) + ticks(12)));
+        }
+        Self(m)
+    }
+
+    /// The `n` processes that used the most CPU since `self` (processes that ended meanwhile
+    /// are not seen), each with its CPU seconds.
+    pub fn busiest_since(&self, n: usize) -> String {
+        let later = Self::now();
+        let hz = rustix::param::clock_ticks_per_second() as f64;
+        let mut used: Vec<(u64, u32, String)> = later
+            .0
+            .iter()
+            .map(|(pid, (comm, t))| {
+                let before = self.0.get(pid).map_or(0, |(_, b)| *b);
+                (t.saturating_sub(before), *pid, comm.clone())
+            })
+            .filter(|(d, _, _)| *d > 0)
+            .collect();
+        used.sort_by_key(|u| std::cmp::Reverse(u.0));
+        used.iter()
+            .take(n)
+            .map(|(d, pid, comm)| format!("{comm} ({pid}) {:.2} CPU-s", *d as f64 / hz))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
