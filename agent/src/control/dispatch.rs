@@ -1,7 +1,9 @@
 //! Leader dispatch: while this server is the established leader (it committed
 //! an entry of its own term), every node gets its complete desired work as a
-//! fenced command after each commit that changes it, after a leader change
-//! and every `period`; `Tick` is written when something is due; a node not
+//! fenced command after each commit that changes it; after a leader change and
+//! once every `period`, each node is asked whether it still holds its work (a
+//! bounded slice of nodes per round, `dispatch_due`) and sent it whole if not;
+//! `Tick` is written when something is due; a node not
 //! heard in gossip for `node_down_after` is marked Down, and Ready again once
 //! it is heard. Every liveness clock starts at this leader's establishment (a
 //! new leader never marks nodes Down from a cold view), and every decision is
@@ -22,6 +24,7 @@ use daros_gossip::rpc::ErrorCode;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use super::dispatch_due::{NodeBook, Serve, due, slice};
 use super::node::WORK_METHOD;
 use super::plane::{ControlPlane, changed_or, now};
 use super::work::{DesiredInstance, DesiredJob, NodeWork};
@@ -60,19 +63,22 @@ pub fn node_work(node: &str, fence: FenceToken, d: &DesiredWork) -> NodeWork {
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
 /// Work sends a round keeps in flight at once.
 const SENDS_IN_FLIGHT: usize = 64;
+/// How often the leader loop looks for due work without a new commit.
+const ROUND_STEP: Duration = Duration::from_millis(250);
+/// Fewest checks of held work per round (see [`slice`]).
+const CHECKS_LEAST: usize = 2 * SENDS_IN_FLIGHT;
 
 struct Leading {
     term: u64,
     /// When this leadership was established: no node is silent for longer.
     since: Instant,
-    /// Work each node acknowledged in this term, with its digest.
-    acked: BTreeMap<String, (DesiredWork, Option<WorkDigest>)>,
-    last_full: Option<Instant>,
+    /// Work each node acknowledged in this term, and when each was served.
+    book: NodeBook<DesiredWork>,
+    /// The desired work of every node, and the applied position it was read at.
+    desired: Option<(LogPosition, BTreeMap<String, DesiredWork>)>,
     last_tick: Option<Instant>,
     /// Last time this leader saw a new gossip heartbeat of each node.
     heard: BTreeMap<String, Instant>,
-    /// Last applied position a round was computed at.
-    seen: Option<LogPosition>,
 }
 
 impl Leading {
@@ -80,11 +86,10 @@ impl Leading {
         Self {
             term,
             since: Instant::now(),
-            acked: BTreeMap::new(),
-            last_full: None,
+            book: NodeBook::default(),
+            desired: None,
             last_tick: None,
             heard: BTreeMap::new(),
-            seen: None,
         }
     }
 }
@@ -92,7 +97,7 @@ impl Leading {
 /// How the leader loop runs.
 #[derive(Debug, Clone, Copy)]
 pub struct DispatchSettings {
-    /// Full re-send and tick period.
+    /// How often each node's held work is checked; the tick period.
     pub period: Duration,
     /// Silence after which a node is marked Down.
     pub node_down_after: Duration,
@@ -106,7 +111,7 @@ pub async fn leader_loop(
 ) {
     let period = settings.period;
     let mut lead: Option<Leading> = None;
-    let step = Duration::from_millis(250).min(period);
+    let step = ROUND_STEP.min(period);
     loop {
         changed_or(&mut applied, step).await;
         let Some(st) = plane.mesh().consensus_status() else {
@@ -128,16 +133,8 @@ pub async fn leader_loop(
         let Some(lead) = lead.as_mut() else {
             continue;
         };
-        let full = lead.last_full.is_none_or(|t| t.elapsed() >= period);
         let at = *applied.borrow_and_update();
-        // Between full rounds, only a new commit can change a node's work.
-        if full || lead.seen != Some(at) {
-            if full {
-                lead.last_full = Some(Instant::now());
-            }
-            lead.seen = Some(at);
-            round(&plane, lead, full, st.commit_index.unwrap_or(0)).await;
-        }
+        round(&plane, lead, at, period, st.commit_index.unwrap_or(0)).await;
         // Ticks (restarts due, instances lost) and liveness at least every second.
         if lead
             .last_tick
@@ -150,20 +147,48 @@ pub async fn leader_loop(
     }
 }
 
-async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index: u64) {
-    let desired = match plane.mesh().read_with(|s| s.desired_work()).await {
-        Ok(d) => d,
-        Err(e) => {
-            debug!(error = %e, "desired work not readable");
-            return;
-        }
+async fn round(
+    plane: &Arc<ControlPlane>,
+    lead: &mut Leading,
+    at: LogPosition,
+    period: Duration,
+    index: u64,
+) {
+    // Only a new commit can change a node's work: read it again only then.
+    let mut before = None;
+    if lead.desired.as_ref().is_none_or(|(p, _)| *p != at) {
+        let desired = match plane.mesh().read_with(|s| s.desired_work()).await {
+            Ok(d) => d,
+            Err(e) => {
+                debug!(error = %e, "desired work not readable");
+                return;
+            }
+        };
+        lead.book.retain(&desired);
+        before = lead.desired.replace((at, desired)).map(|(_, d)| d);
+    }
+    let Some((_, desired)) = lead.desired.as_ref() else {
+        return;
     };
-    let fence = FenceToken {
-        term: lead.term,
-        index,
+    let started = Instant::now();
+    let checks = slice(desired.len(), ROUND_STEP.min(period), period, CHECKS_LEAST);
+    let due_if = |gone: &BTreeSet<String>| {
+        due(
+            desired,
+            before.as_ref(),
+            &lead.book,
+            gone,
+            started,
+            period,
+            checks,
+        )
     };
-    // Nodes gossip declares gone only get the periodic full round, so that a
-    // dead node does not hold up the others' work on every commit.
+    // Most looks find nothing due; gossip's view is read only when something is.
+    if due_if(&BTreeSet::new()).is_empty() {
+        return;
+    }
+    // Nodes gossip declares gone are tried once a period, so that a dead node
+    // does not hold up the others' work on every commit.
     let gone: BTreeSet<String> = plane
         .mesh()
         .members()
@@ -172,30 +197,27 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
         .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
         .map(|m| m.node_id.to_string())
         .collect();
-    let due: Vec<(String, DesiredWork, Option<WorkDigest>)> = desired
-        .into_iter()
-        .filter_map(|(n, d)| {
-            let held = lead.acked.get(&n).filter(|(a, _)| *a == d);
-            if held.is_some() && !full {
-                return None;
-            }
-            if !full && gone.contains(&n) {
-                return None;
-            }
-            let digest = held.and_then(|(_, g)| g.clone());
-            Some((n, d, digest))
-        })
-        .collect();
-    let sends = due.into_iter().map(|(node, d, digest)| {
+    let due = due_if(&gone);
+    if due.is_empty() {
+        return;
+    }
+    let fence = FenceToken {
+        term: lead.term,
+        index,
+    };
+    let sends = due.into_iter().map(|(node, d, serve)| {
         let plane = Arc::clone(plane);
         async move {
             let Ok(id) = NodeId::new(node.clone()) else {
                 return (node, d, None, Sent::Failed("not a node name".into()));
             };
-            // A full round first asks whether the node holds this work already
-            // (every node, every period; every node after a leader change).
-            let digest = digest.or_else(|| WorkDigest::of(&d));
-            if full && let Some(g) = &digest {
+            // A check first asks whether the node holds this work already
+            // (every node once a period; every node after a leader change).
+            let (check, digest) = match serve {
+                Serve::Whole => (false, WorkDigest::of(&d)),
+                Serve::Confirm(g) => (true, g.or_else(|| WorkDigest::of(&d))),
+            };
+            if check && let Some(g) = &digest {
                 match confirm(&plane, &id, &node, g).await {
                     Confirm::Same => return (node, d, digest, Sent::Confirmed),
                     Confirm::NotHeld => {}
@@ -237,12 +259,12 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
     // At most SENDS_IN_FLIGHT at once: each send first builds (and seals) its
     // node's work, and a new leader's first round starting all of them in one
     // poll held a runtime worker for as long as that took for every node.
-    let started = Instant::now();
     let (mut whole, mut confirmed, mut failed) = (0usize, 0usize, 0usize);
     let mut first_failure: Option<String> = None;
     let mut done =
         futures::StreamExt::buffer_unordered(futures::stream::iter(sends), SENDS_IN_FLIGHT);
     while let Some((node, d, digest, sent)) = futures::StreamExt::next(&mut done).await {
+        lead.book.served.insert(node.clone(), started);
         match sent {
             Sent::Whole | Sent::Confirmed => {
                 if sent == Sent::Whole {
@@ -250,12 +272,12 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
                 } else {
                     confirmed += 1;
                 }
-                lead.acked.insert(node, (d, digest));
+                lead.book.acked.insert(node, (d, digest));
             }
             Sent::Failed(e) => {
                 failed += 1;
                 first_failure.get_or_insert_with(|| format!("{node}: {e}"));
-                lead.acked.remove(&node);
+                lead.book.acked.remove(&node);
             }
         }
     }
@@ -264,7 +286,6 @@ async fn round(plane: &Arc<ControlPlane>, lead: &mut Leading, full: bool, index:
     let took = started.elapsed();
     if took > SEND_TIMEOUT {
         warn!(
-            full,
             whole,
             confirmed,
             failed,

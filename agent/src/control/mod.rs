@@ -16,6 +16,7 @@ pub mod bootstrap;
 pub mod cloud_events;
 pub mod contact;
 pub mod dispatch;
+mod dispatch_due;
 pub mod event_sink;
 pub mod metrics;
 pub mod node;
