@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -13,11 +15,24 @@ use super::frame;
 use super::stats::{RpcStats, Side};
 use super::wire::{Reply, Request};
 
+/// A handshake in progress, shared by every caller that waits for it.
+type Handshake = Shared<BoxFuture<'static, Result<quinn::Connection, String>>>;
+
+/// A cached connection, or the one handshake under way to that peer.
+enum Slot {
+    Open(quinn::Connection),
+    /// Driven by its own task: a caller that stops waiting (its connect timeout)
+    /// does not abandon it, so the next call picks it up where it is. A handshake
+    /// restarted on every call never finished while both sides were busy: a new
+    /// leader's calls to 500 agents on a saturated host failed for minutes.
+    Connecting(Handshake),
+}
+
 /// An RPC client: one cached connection per (address, node id).
 pub struct RpcClient {
     endpoint: quinn::Endpoint,
     config: quinn::ClientConfig,
-    conns: Mutex<HashMap<(SocketAddr, String), quinn::Connection>>,
+    conns: Mutex<HashMap<(SocketAddr, String), Slot>>,
     max_frame: usize,
     connect_timeout: Duration,
     stats: Arc<RpcStats>,
@@ -100,43 +115,78 @@ impl RpcClient {
 
     async fn connection(&self, t: &Target) -> Result<(quinn::Connection, bool), RpcError> {
         let key = (t.addr, t.node.clone());
-        let mut conns = self.conns.lock().await;
-        if let Some(c) = conns.get(&key) {
-            if c.close_reason().is_none() {
-                return Ok((c.clone(), true));
-            }
-            conns.remove(&key);
-        }
-        drop(conns);
-        let connecting = self
-            .endpoint
-            .connect_with(self.config.clone(), t.addr, &t.node)
-            .map_err(|e| {
-                RpcError::new(
-                    ErrorCode::Unreachable,
-                    format!("connecting to {} at {}: {e}", t.node, t.addr),
-                )
-            })?;
-        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return Err(RpcError::new(
-                    ErrorCode::Unreachable,
-                    format!("connecting to {} at {}: {e}", t.node, t.addr),
-                ));
-            }
-            Err(_) => {
-                return Err(RpcError::new(
-                    ErrorCode::Unreachable,
-                    format!(
-                        "connecting to {} at {}: no answer within {:?}",
-                        t.node, t.addr, self.connect_timeout
-                    ),
-                ));
-            }
+        let unreachable = |why: String| {
+            RpcError::new(
+                ErrorCode::Unreachable,
+                format!("connecting to {} at {}: {why}", t.node, t.addr),
+            )
         };
-        self.conns.lock().await.insert(key, conn.clone());
-        Ok((conn, false))
+        // A handshake that had already failed when this call found it is not
+        // this call's answer: one fresh attempt follows.
+        for _ in 0..2 {
+            let mut conns = self.conns.lock().await;
+            let handshake = match conns.get(&key) {
+                Some(Slot::Open(c)) if c.close_reason().is_none() => return Ok((c.clone(), true)),
+                Some(Slot::Connecting(h)) => h.clone(),
+                _ => {
+                    let connecting = self
+                        .endpoint
+                        .connect_with(self.config.clone(), t.addr, &t.node)
+                        .map_err(|e| unreachable(e.to_string()))?;
+                    let task = tokio::spawn(connecting);
+                    let h: Handshake = async move {
+                        match task.await {
+                            Ok(r) => r.map_err(|e| e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        }
+                    }
+                    .boxed()
+                    .shared();
+                    conns.insert(key.clone(), Slot::Connecting(h.clone()));
+                    h
+                }
+            };
+            drop(conns);
+            let finished_before = handshake.peek().is_some();
+            match tokio::time::timeout(self.connect_timeout, handshake.clone()).await {
+                Ok(Ok(c)) => {
+                    self.settle(&key, &handshake, Some(&c)).await;
+                    return Ok((c, false));
+                }
+                Ok(Err(e)) => {
+                    self.settle(&key, &handshake, None).await;
+                    if !finished_before {
+                        return Err(unreachable(e));
+                    }
+                }
+                // Left running for the next call.
+                Err(_) => {
+                    return Err(unreachable(format!(
+                        "no answer within {:?}",
+                        self.connect_timeout
+                    )));
+                }
+            }
+        }
+        Err(unreachable("no handshake succeeded".into()))
+    }
+
+    /// Replaces the finished `handshake` in the cache by its connection (or
+    /// removes it), unless something newer took its place.
+    async fn settle(
+        &self,
+        key: &(SocketAddr, String),
+        handshake: &Handshake,
+        conn: Option<&quinn::Connection>,
+    ) {
+        let mut conns = self.conns.lock().await;
+        let current = matches!(conns.get(key), Some(Slot::Connecting(h)) if h.ptr_eq(handshake));
+        if current {
+            match conn {
+                Some(c) => conns.insert(key.clone(), Slot::Open(c.clone())),
+                None => conns.remove(key),
+            };
+        }
     }
 
     async fn forget(&self, t: &Target) {
@@ -248,5 +298,59 @@ impl RpcClient {
             max_frame: self.max_frame,
             done: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::ClusterCa;
+    use crate::{NodeId, Role, tls};
+
+    /// A handshake the server completes only after the first call gave up is the
+    /// one the next call gets: no second handshake is started.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_handshake_outlives_one_calls_timeout() {
+        let ca = ClusterCa::init("c1").unwrap();
+        let s1 = ca
+            .issue_local(&NodeId::new("s1").unwrap(), Role::Server)
+            .unwrap();
+        let c1 = ca
+            .issue_local(&NodeId::new("c1").unwrap(), Role::Client)
+            .unwrap();
+        let server = quinn::Endpoint::server(
+            tls::server_config(&s1).unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut client = RpcClient::new(ep, tls::client_config(&c1).unwrap(), 1 << 16);
+        client.connect_timeout = Duration::from_millis(300);
+        let target = Target::new(addr, "s1");
+
+        // The server holds the first handshake past the caller's timeout.
+        let first = client.connection(&target).await.unwrap_err();
+        assert!(first.message.contains("no answer within"), "{first}");
+        let incoming = tokio::time::timeout(Duration::from_secs(5), server.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        let accepted = tokio::spawn(async move { incoming.accept().unwrap().await });
+
+        let (conn, cached) = client.connection(&target).await.unwrap();
+        assert!(!cached);
+        // Both ends of that one handshake are open.
+        let server_side = accepted.await.unwrap().unwrap();
+        assert!(conn.close_reason().is_none() && server_side.close_reason().is_none());
+        // Only that one handshake reached the server.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), server.accept())
+                .await
+                .is_err(),
+            "a second handshake was started"
+        );
+        let (_, cached) = client.connection(&target).await.unwrap();
+        assert!(cached);
     }
 }
