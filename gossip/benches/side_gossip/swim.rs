@@ -1,11 +1,18 @@
 //! A design experiment, not darosd's membership: SWIM (the `foca` crate, memberlist's LAN
 //! timing: 1 s probes, 200 ms piggyback gossip to 3, an announce to one member every 30 s) on
-//! the same sealed UDP datagrams. A member's description travels as a versioned custom broadcast
-//! (retransmitted 4·log10(N+1) times, like memberlist's); a member that learns of another whose
-//! description it lacks asks that member directly, and every 30 s each sends the versions it holds
-//! to one random member, which answers with every newer description (memberlist's push-pull,
-//! pull only): a broadcast reaches everyone only with high probability. Measured with the same scenario as the other
-//! two columns, before it replaces chitchat.
+//! the same sealed UDP datagrams. A member's description is not broadcast itself: a small notice
+//! of its new version is (retransmitted 8·log10(N+1) times, twice memberlist's count: it is a
+//! tenth of the size), and a member that learns of a version newer than the description it holds
+//! asks the owner for it directly (again after a second while it has not arrived). A member that
+//! sees another up whose description it lacks asks that member too, at join and every 2 s while
+//! any is missing; and every 30 s each sends the versions it holds to one random member, which
+//! answers with every newer description (memberlist's push-pull, pull only), for what every
+//! notice missed. Measured with the same scenario as the other two columns, before it replaces
+//! chitchat.
+//!
+//! Steps measured (docs/benchmarks.md): the whole description as the broadcast (passed on by
+//! every member: republishing cost 2.7× Serf's; a missed broadcast waited for the 30 s pull; the
+//! first full view took 146 s), then notices and direct asks.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -63,7 +70,16 @@ struct Info {
     kv: Vec<(String, String)>,
 }
 
-/// What a description broadcast replaces: older versions of the same member's.
+/// The broadcast: a member's description changed to this version; ask `addr` for it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Notice {
+    node: String,
+    generation: u64,
+    version: u64,
+    addr: SocketAddr,
+}
+
+/// What a notice replaces: older notices of the same member's.
 struct InfoKey {
     node: String,
     at: (u64, u64),
@@ -76,30 +92,38 @@ impl Invalidates for InfoKey {
 }
 
 type Store = Arc<Mutex<HashMap<String, Info>>>;
+/// The newest notice of every member: the version and where to ask for it.
+type Noticed = Arc<Mutex<HashMap<String, ((u64, u64), SocketAddr)>>>;
 
-/// Keeps the newest description of every member; a newer one is passed on.
-struct Handler(Store);
+/// Keeps the newest notice of every member (a newer one is passed on) and
+/// queues the member to be asked when its description is older.
+struct Handler {
+    store: Store,
+    noticed: Noticed,
+    wanted: Arc<Mutex<Vec<String>>>,
+}
 
 #[derive(Debug, thiserror::Error)]
-#[error("description does not decode: {0}")]
+#[error("notice does not decode: {0}")]
 struct BadInfo(String);
 
-impl Handler {
-    fn take(store: &Store, info: Info) -> Option<InfoKey> {
-        let mut s = store.lock().unwrap();
-        let at = (info.generation, info.version);
-        let newer = s
-            .get(&info.node)
-            .is_none_or(|old| (old.generation, old.version) < at);
-        newer.then(|| {
-            let key = InfoKey {
-                node: info.node.clone(),
-                at,
-            };
-            s.insert(info.node.clone(), info);
-            key
-        })
+/// Keeps `info` if it is newer than the description held.
+fn take(store: &Store, info: Info) {
+    let mut s = store.lock().unwrap();
+    let at = (info.generation, info.version);
+    if s.get(&info.node)
+        .is_none_or(|old| (old.generation, old.version) < at)
+    {
+        s.insert(info.node.clone(), info);
     }
+}
+
+fn held(store: &Store, node: &str) -> Option<(u64, u64)> {
+    store
+        .lock()
+        .unwrap()
+        .get(node)
+        .map(|i| (i.generation, i.version))
 }
 
 impl BroadcastHandler<Id> for Handler {
@@ -107,8 +131,17 @@ impl BroadcastHandler<Id> for Handler {
     type Error = BadInfo;
 
     fn receive_item(&mut self, data: &[u8], _: Option<&Id>) -> Result<Option<InfoKey>, BadInfo> {
-        let info: Info = serde_json::from_slice(data).map_err(|e| BadInfo(e.to_string()))?;
-        Ok(Self::take(&self.0, info))
+        let n: Notice = postcard::from_bytes(data).map_err(|e| BadInfo(e.to_string()))?;
+        let at = (n.generation, n.version);
+        let mut noticed = self.noticed.lock().unwrap();
+        if noticed.get(&n.node).is_some_and(|(old, _)| *old >= at) {
+            return Ok(None);
+        }
+        noticed.insert(n.node.clone(), (at, n.addr));
+        if held(&self.store, &n.node).is_none_or(|h| h < at) {
+            self.wanted.lock().unwrap().push(n.node.clone());
+        }
+        Ok(Some(InfoKey { node: n.node, at }))
     }
 }
 
@@ -121,6 +154,14 @@ const SYNC: u8 = 3;
 /// How often a member sends its versions to one random member (memberlist's push-pull: a
 /// broadcast reaches everyone only with high probability; this repairs the misses).
 const SYNC_EVERY: Duration = Duration::from_secs(30);
+/// How long an ask waits for its answer before it is sent again.
+const ASK_AGAIN: Duration = Duration::from_secs(1);
+/// Asks for a noticed version before the 30 s pull is left to repair it.
+const ASK_TRIES: u32 = 3;
+/// How often a member asks the members it sees up for the descriptions it lacks.
+const MISSING_EVERY: Duration = Duration::from_secs(2);
+/// Most members asked for a missing description at once (the answers arrive together).
+const MISSING_AT_ONCE: usize = 32;
 
 enum Input {
     Timer(Timer<Id>),
@@ -172,13 +213,24 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
         bump: 0,
     };
     let store: Store = Arc::default();
-    let cfg = Config::new_lan(NonZeroU32::new(n as u32).unwrap());
+    let noticed: Noticed = Arc::default();
+    let wanted: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut cfg = Config::new_lan(NonZeroU32::new(n as u32).unwrap());
+    // Notices are small: twice memberlist's retransmissions make a miss rare
+    // (each member receives each ~that many times; a miss is ~e^-count).
+    cfg.max_transmissions = cfg
+        .max_transmissions
+        .saturating_mul(std::num::NonZeroU8::new(2).unwrap());
     let mut foca = Foca::with_custom_broadcast(
         me.clone(),
         cfg,
         StdRng::from_os_rng(),
         PostcardCodec,
-        Handler(store.clone()),
+        Handler {
+            store: store.clone(),
+            noticed: noticed.clone(),
+            wanted: wanted.clone(),
+        },
     );
     let socket = Arc::new(UdpSocket::bind(me.addr).await.unwrap());
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -202,6 +254,10 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
         let mut version = 0u64;
         let mut rng = StdRng::from_os_rng();
         let mut sweep = tokio::time::interval(SYNC_EVERY);
+        let mut again = tokio::time::interval(ASK_AGAIN / 2);
+        let mut missing = tokio::time::interval(MISSING_EVERY);
+        // Noticed versions not yet held: when last asked, and how often.
+        let mut asking: HashMap<String, (Instant, u32)> = HashMap::new();
         for s in seeds.into_iter().filter(|s| *s != me.addr) {
             let seed = Id {
                 node: String::new(),
@@ -228,7 +284,7 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                     }
                     Some(&TELL) => {
                         if let Ok(info) = serde_json::from_slice::<Info>(&plain[1..]) {
-                            Handler::take(&store, info);
+                            take(&store, info);
                         }
                     }
                     Some(&SYNC) => {
@@ -259,8 +315,17 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                     }
                     Input::Publish(kv) => {
                         version += 1;
-                        let info = Info { node: me.node.clone(), generation: 1, version, kv };
-                        let _ = foca.add_broadcast(&serde_json::to_vec(&info).unwrap());
+                        take(&store, Info { node: me.node.clone(), generation: 1, version, kv });
+                        let notice = Notice {
+                            node: me.node.clone(),
+                            generation: 1,
+                            version,
+                            addr: me.addr,
+                        };
+                        let mut buf = [0u8; 256];
+                        if let Ok(b) = postcard::to_slice(&notice, &mut buf) {
+                            let _ = foca.add_broadcast(b);
+                        }
                     }
                     Input::Counts(reply) => {
                         let _ = reply.send((foca.num_members(), store.lock().unwrap().len()));
@@ -272,6 +337,37 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                     }
                     Input::Stop => break,
                 },
+                _ = again.tick() => {
+                    // Noticed versions whose description has not arrived: ask again.
+                    let now = Instant::now();
+                    asking.retain(|node, (at, tries)| {
+                        let Some((want, from)) = noticed.lock().unwrap().get(node).copied() else {
+                            return false;
+                        };
+                        if held(&store, node).is_some_and(|h| h >= want) || *tries >= ASK_TRIES {
+                            return false;
+                        }
+                        if now.duration_since(*at) >= ASK_AGAIN {
+                            *at = now;
+                            *tries += 1;
+                            asks.push(from);
+                        }
+                        true
+                    });
+                }
+                _ = missing.tick() => {
+                    // Members seen up whose description never arrived (a lost answer at join).
+                    let lacking: Vec<SocketAddr> = foca
+                        .iter_members()
+                        .map(|m| m.id())
+                        .filter(|id| {
+                            held(&store, &id.node).is_none_or(|(g, _)| g < id.generation)
+                        })
+                        .map(|id| id.addr)
+                        .take(MISSING_AT_ONCE)
+                        .collect();
+                    asks.extend(lacking);
+                }
                 _ = sweep.tick() => {
                     let members: Vec<SocketAddr> = foca.iter_members().map(|m| m.id().addr).collect();
                     if !members.is_empty() {
@@ -300,6 +396,17 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                     tokio::time::sleep(delay).await;
                     let _ = tx.send(Input::Timer(t));
                 });
+            }
+            // Notices of versions newer than held: ask their owners now.
+            let fresh: Vec<String> = std::mem::take(&mut *wanted.lock().unwrap());
+            for node in fresh {
+                if node == me.node {
+                    continue;
+                }
+                if let Some((_, from)) = noticed.lock().unwrap().get(&node).copied() {
+                    asking.insert(node, (Instant::now(), 1));
+                    asks.push(from);
+                }
             }
             while let Some(note) = rt.to_notify() {
                 if let OwnedNotification::MemberUp(id) = note {
