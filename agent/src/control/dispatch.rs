@@ -197,7 +197,10 @@ async fn round(
         .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
         .map(|m| m.node_id.to_string())
         .collect();
-    let due = due_if(&gone);
+    let due: Vec<(String, DesiredWork, Serve)> = due_if(&gone)
+        .into_iter()
+        .map(|(n, w, s)| (n.to_string(), w.clone(), s))
+        .collect();
     if due.is_empty() {
         return;
     }

@@ -54,34 +54,34 @@ impl<W> NodeBook<W> {
 /// must not hold every commit's work up for a send timeout). Of the rest, nodes
 /// never served in this term and nodes last served `period` ago or more are
 /// checked, at most `slice` of them, the longest unserved first.
-pub fn due<W: PartialEq + Clone>(
-    desired: &BTreeMap<String, W>,
+pub fn due<'a, W: PartialEq>(
+    desired: &'a BTreeMap<String, W>,
     changed: Option<&BTreeMap<String, W>>,
     book: &NodeBook<W>,
     gone: &BTreeSet<String>,
     now: Instant,
     period: Duration,
     slice: usize,
-) -> Vec<(String, W, Serve)> {
+) -> Vec<(&'a str, &'a W, Serve)> {
     let mut urgent = Vec::new();
-    let mut checks: Vec<(Option<Instant>, &String, &W, Option<WorkDigest>)> = Vec::new();
+    let mut checks: Vec<(Option<Instant>, &str, &W, Option<WorkDigest>)> = Vec::new();
     for (node, work) in desired {
         let served = book.served.get(node).copied();
         let stale = served.is_none_or(|t| now.saturating_duration_since(t) >= period);
         let new = changed.is_some_and(|before| before.get(node) != Some(work));
         match book.acked.get(node) {
             Some((held, digest)) if held == work && stale => {
-                checks.push((served, node, work, digest.clone()));
+                checks.push((served, node.as_str(), work, digest.clone()));
             }
             Some((held, _)) if held == work => {}
             Some(_) if !gone.contains(node) || stale => {
-                urgent.push((node.clone(), work.clone(), Serve::Whole));
+                urgent.push((node.as_str(), work, Serve::Whole));
             }
             Some(_) => {}
             None if new && (!gone.contains(node) || stale) => {
-                urgent.push((node.clone(), work.clone(), Serve::Confirm(None)));
+                urgent.push((node.as_str(), work, Serve::Confirm(None)));
             }
-            None if stale => checks.push((served, node, work, None)),
+            None if stale => checks.push((served, node.as_str(), work, None)),
             None => {}
         }
     }
@@ -91,7 +91,7 @@ pub fn due<W: PartialEq + Clone>(
         checks
             .into_iter()
             .take(slice)
-            .map(|(_, n, w, d)| (n.clone(), w.clone(), Serve::Confirm(d))),
+            .map(|(_, n, w, d)| (n, w, Serve::Confirm(d))),
     );
     urgent
 }
@@ -133,12 +133,12 @@ mod tests {
         assert_eq!(first.len(), 4, "one slice, not every node");
         assert!(first.iter().all(|(_, _, s)| *s == Serve::Confirm(None)));
         for (n, w, _) in &first {
-            book.acked.insert(n.clone(), (*w, None));
-            book.served.insert(n.clone(), t0);
+            book.acked.insert(n.to_string(), (**w, None));
+            book.served.insert(n.to_string(), t0);
         }
         let second = due(&d, None, &book, &none, t0, P, 4);
         assert_eq!(second.len(), 4);
-        assert!(second.iter().all(|(n, _, _)| !book.served.contains_key(n)));
+        assert!(second.iter().all(|(n, _, _)| !book.served.contains_key(*n)));
 
         let book = book_of(&d, t0);
         assert!(due(&d, None, &book, &none, t0 + P / 2, P, 4).is_empty());
@@ -177,14 +177,14 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("n001".to_string(), 1, Serve::Whole),
-                ("n002".to_string(), 1, Serve::Whole),
-                ("n003".to_string(), 1, Serve::Confirm(None)),
+                ("n001", &1, Serve::Whole),
+                ("n002", &1, Serve::Whole),
+                ("n003", &1, Serve::Confirm(None)),
             ]
         );
         // The next round, with no new commit, leaves the failed node to its period.
         let next = due(&d, None, &book, &BTreeSet::new(), t0, P, 0);
-        assert!(next.iter().all(|(n, _, _)| n != "n003"), "{next:?}");
+        assert!(next.iter().all(|(n, _, _)| *n != "n003"), "{next:?}");
     }
 
     #[test]
@@ -202,11 +202,8 @@ mod tests {
             .into_iter()
             .map(|(n, _, s)| (n, s))
             .collect();
-        assert!(got.contains(&("n001".into(), Serve::Whole)), "{got:?}");
-        assert!(
-            got.contains(&("n002".into(), Serve::Confirm(None))),
-            "{got:?}"
-        );
+        assert!(got.contains(&("n001", Serve::Whole)), "{got:?}");
+        assert!(got.contains(&("n002", Serve::Confirm(None))), "{got:?}");
     }
 
     #[test]
