@@ -176,6 +176,13 @@ fn take(store: &Store, info: Info) {
     }
 }
 
+/// A [`TELL`] of a whole description.
+fn tell(info: &Info) -> Vec<u8> {
+    let mut m = vec![TELL];
+    m.extend(serde_json::to_vec(info).unwrap());
+    m
+}
+
 /// SHA-256 of every (member, generation, version) held, in member order.
 fn versions_digest(store: &Store) -> Vec<u8> {
     let s = store.lock().unwrap();
@@ -382,10 +389,10 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                                     let mut buf = [0u8; 2048];
                                     match postcard::to_slice(&Delta::between(old, &mine), &mut buf) {
                                         Ok(b) => [&[DELTA][..], &*b].concat(),
-                                        Err(_) => [vec![TELL], serde_json::to_vec(&mine).unwrap()].concat(),
+                                        Err(_) => tell(&mine),
                                     }
                                 }
-                                None => [vec![TELL], serde_json::to_vec(&mine).unwrap()].concat(),
+                                None => tell(&mine),
                             };
                             if !m.is_empty() {
                                 send(&socket, &ring, from, &m).await;
@@ -426,9 +433,7 @@ async fn start(i: usize, n: usize, ring: Keyring, seeds: Vec<SocketAddr>) -> Nod
                             .cloned()
                             .collect();
                         for info in newer {
-                            let mut m = vec![TELL];
-                            m.extend(serde_json::to_vec(&info).unwrap());
-                            send(&socket, &ring, from, &m).await;
+                            send(&socket, &ring, from, &tell(&info)).await;
                         }
                     }
                     _ => {}
