@@ -1,12 +1,14 @@
-//! Gossip beside Serf, in one run: N D-AROS membership instances (chitchat, in this process),
-//! N members of a SWIM design experiment (`side_gossip/swim.rs`, in this process) and then N
-//! `serf agent` processes, on the same loopback ports, each in the same scenario: all alive
+//! Gossip beside Serf, in one run: N D-AROS membership instances (darosd's SWIM membership, in
+//! this process) and then N `serf agent` processes, on the same loopback ports, each in the same scenario: all alive
 //! everywhere, 15 s to settle, an idle window, one update at a time until every member has it, a
 //! window in which every member republishes a value every 5 s, and members killed without a word
 //! until every live member declares them dead. Bytes are counted on the wire by nftables for all.
 //! Needs root, nftables and serf (`scripts/bench-side-by-side.sh gossip` installs them).
 //!
 //! `cargo bench -p daros-gossip --bench side_by_side_gossip -- [nodes] [window_s] [updates] [kills]`
+//!
+//! `DAROS_GOSSIP_ONLY=daros` (or `serf`, or both comma-separated) runs only those sides and prints
+//! each one's figures, no table: for sizes at which the others do not fit on the machine.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "side_gossip/daros.rs"]
@@ -17,8 +19,6 @@ mod driver;
 mod node_info;
 #[path = "side_gossip/serf.rs"]
 mod serf;
-#[path = "side_gossip/swim.rs"]
-mod swim;
 #[path = "side_gossip/wire.rs"]
 mod wire;
 
@@ -29,13 +29,9 @@ use std::time::Duration;
 
 use scenario::{Figures, Scenario, TICK, Window, round};
 
-fn row(name: &str, [d, w, s]: [f64; 3], unit: &str) {
-    let r = |x: f64| if s > 0.0 { x / s } else { f64::NAN };
-    println!(
-        "| {name} | {d:.1} {unit} | {w:.1} {unit} | {s:.1} {unit} | {:.2} | {:.2} |",
-        r(d),
-        r(w)
-    );
+fn row(name: &str, [d, s]: [f64; 2], unit: &str) {
+    let r = if s > 0.0 { d / s } else { f64::NAN };
+    println!("| {name} | {d:.2} {unit} | {s:.2} {unit} | {r:.2} |");
 }
 
 fn main() {
@@ -52,6 +48,10 @@ fn main() {
         updates: args.get(2).copied().unwrap_or(15),
         kills: args.get(3).copied().unwrap_or(3),
     };
+    if let Ok(only) = std::env::var("DAROS_GOSSIP_ONLY") {
+        run_only(&sc, &only);
+        return;
+    }
     let load0 = wire::load();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -60,8 +60,6 @@ fn main() {
         .unwrap();
     let d = rt.block_on(daros::run(&sc));
     eprintln!("D-AROS done: {}", d.summary());
-    let w = rt.block_on(swim::run(&sc));
-    eprintln!("SWIM experiment done: {}", w.summary());
     drop(rt);
     let load1 = wire::load();
     let s = serf::run(&sc);
@@ -69,17 +67,17 @@ fn main() {
     let load2 = wire::load();
     let kib = 1024.0;
     println!(
-        "side by side: gossip, {} members each on loopback; load {load0} → {load1} → {load2}; D-AROS: chitchat 0.11, 700 ms rounds, phi 8, sealed + zstd; {} LAN profile, AES-GCM keyring",
+        "side by side: gossip, {} members each on loopback; load {load0} → {load1} → {load2}; D-AROS: SWIM (foca), 1 s probes, suspicion ×4, sealed; {} LAN profile, AES-GCM keyring",
         d.nodes,
         serf::version()
     );
     println!(
-        "| {} members | D-AROS (chitchat) | SWIM experiment | Serf | ratio chitchat ÷ Serf | ratio SWIM ÷ Serf |",
+        "| {} members | D-AROS | Serf | ratio D-AROS ÷ Serf |",
         d.nodes
     );
-    println!("|---|---|---|---|---|---|");
-    let all = [&d, &w, &s];
-    let each = |f: &dyn Fn(&Figures) -> f64| -> [f64; 3] { all.map(f) };
+    println!("|---|---|---|---|");
+    let all = [&d, &s];
+    let each = |f: &dyn Fn(&Figures) -> f64| -> [f64; 2] { all.map(f) };
     row(
         "update seen by all, median",
         each(&|x| wire::pct(&x.update_ms, 0.5)),
@@ -139,12 +137,48 @@ fn main() {
         driver::POLL.as_millis()
     );
     println!(
-        "samples: D-AROS updates {:?} kills {:?}; SWIM updates {:?} kills {:?}; Serf updates {:?} kills {:?}",
+        "samples: D-AROS updates {:?} kills {:?}; Serf updates {:?} kills {:?}",
         round(&d.update_ms),
         round(&d.detect_ms),
-        round(&w.update_ms),
-        round(&w.detect_ms),
         round(&s.update_ms),
         round(&s.detect_ms)
     );
+}
+
+/// Runs the named sides one after the other and prints each one's figures.
+fn run_only(sc: &Scenario, only: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for side in only.split(',').map(str::trim) {
+        let load0 = wire::load();
+        let f = match side {
+            "daros" => rt.block_on(daros::run(sc)),
+            "serf" => serf::run(sc),
+            other => panic!("DAROS_GOSSIP_ONLY: unknown side {other:?} (daros, serf)"),
+        };
+        let load1 = wire::load();
+        println!(
+            "{side}, {} members, load {load0} → {load1}: all alive everywhere {:.1} s (started in {:.1} s); update seen by all median / p99 {:.0} / {:.0} ms; killed member dead everywhere median / max {:.0} / {:.0} ms; bytes per member idle {:.2} KiB/s, republishing every 5 s {:.2} KiB/s; CPU per member idle / republishing {:.2} / {:.2} m; {:.2} MiB per member",
+            f.nodes,
+            f.cold_start_s,
+            f.started_s,
+            wire::pct(&f.update_ms, 0.5),
+            wire::pct(&f.update_ms, 0.99),
+            wire::pct(&f.detect_ms, 0.5),
+            wire::pct(&f.detect_ms, 1.0),
+            f.idle.bytes_per_node_s / 1024.0,
+            f.churn.bytes_per_node_s / 1024.0,
+            f.idle.cpu_cores_per_agent * 1e3,
+            f.churn.cpu_cores_per_agent * 1e3,
+            f.rss_per_agent / 1048576.0
+        );
+        println!(
+            "samples: updates {:?} kills {:?}",
+            round(&f.update_ms),
+            round(&f.detect_ms)
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! D-AROS mesh: every agent joins it; the server agents elect the coordinator.
 //!
 //! - [`pki`]: cluster CA, join tokens, node credentials (node id and role in the certificate).
-//! - [`membership`]: chitchat gossip sealed with the cluster key; phi-accrual liveness.
+//! - [`membership`]: SWIM gossip sealed with the cluster key; member descriptions fetched on notice.
 //! - [`tls`]: mutual TLS for QUIC; pinned-CA mode for joining nodes.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

@@ -315,7 +315,7 @@ impl Mesh {
         mcfg.generation = generation;
         mcfg.seeds = config.seeds.clone();
         mcfg.interval = config.gossip_interval;
-        mcfg.phi_threshold = config.phi_threshold;
+        mcfg.suspicion_mult = config.suspicion_mult;
         let primary = creds
             .gossip_keys
             .first()

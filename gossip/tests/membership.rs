@@ -74,7 +74,7 @@ async fn a_killed_node_is_marked_dead() {
     let mut c = cluster(1, 2, 0).await;
     c.kill9(1).unwrap();
     for k in [0, 2] {
-        wait_for("c1 marked dead by phi-accrual", DEADLINE, || async {
+        wait_for("c1 declared dead by SWIM", DEADLINE, || async {
             (status_of(&c, k, "c1").await.as_deref() == Some("dead")).then_some(())
         })
         .await

@@ -93,8 +93,9 @@ async fn outsiders_cannot_join_read_gossip_or_command() {
             c.spec(0).gossip_addr().to_string(),
             "--cluster-id".into(),
             c.tokens.cluster_id.clone(),
+            // Long enough for a member's periodic announce to a seed that is not up (8.4 s).
             "--seconds".into(),
-            "4".into(),
+            "10".into(),
             "--control-key-hex".into(),
             real_key,
         ],

@@ -53,7 +53,7 @@ pub struct MeshSection {
     /// RPC address of a server agent to join through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub join_server: Option<SocketAddr>,
-    /// Gossip round interval.
+    /// SWIM probe period (membership changes are gossiped every fifth of it).
     pub gossip_interval: HumanDuration,
     /// Raft heartbeat.
     pub raft_heartbeat: HumanDuration,
@@ -96,7 +96,8 @@ impl Default for MeshSection {
             cluster_id: None,
             join_token: None,
             join_server: None,
-            gossip_interval: HumanDuration(Duration::from_millis(500)),
+            // memberlist's LAN profile: Serf's idle bytes, a dead member called in ~8-12 s.
+            gossip_interval: HumanDuration(Duration::from_secs(1)),
             raft_heartbeat: HumanDuration(Duration::from_millis(t.heartbeat_ms)),
             raft_election_min: HumanDuration(Duration::from_millis(t.election_min_ms)),
             raft_election_max: HumanDuration(Duration::from_millis(t.election_max_ms)),

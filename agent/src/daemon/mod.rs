@@ -66,7 +66,7 @@ fn startup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DaemonError + 
 fn init_logging(cfg: &Config) -> Result<(), DaemonError> {
     // The mesh libraries log every election and connection at info.
     let mut level = cfg.agent.log_level.clone();
-    for quiet in ["openraft", "chitchat", "quinn"] {
+    for quiet in ["openraft", "foca", "quinn"] {
         if !level.contains(quiet) {
             level.push_str(&format!(",{quiet}=warn"));
         }

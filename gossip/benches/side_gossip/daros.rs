@@ -1,5 +1,6 @@
-//! D-AROS: N membership instances (chitchat on the sealed, zstd-compressed UDP transport, the
-//! default 700 ms round and phi 8) in this process, on the same loopback ports Serf gets.
+//! D-AROS: N membership instances (darosd's: SWIM through foca on the sealed UDP transport,
+//! descriptions fetched from their owners on notice; the default 1 s probe period and
+//! suspicion multiplier 4) in this process, on the same loopback ports Serf gets.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -18,12 +19,9 @@ fn id(i: usize) -> NodeId {
 
 impl Member for Membership {
     async fn sees_all(&self, n: usize) -> bool {
-        let members = self.members().await;
-        members
-            .iter()
-            .filter(|x| x.status == MemberStatus::Alive)
-            .count()
-            >= n
+        // Alive, with its description (what it publishes) here too.
+        let c = self.census().await;
+        c.alive >= n && c.described >= n
     }
 
     async fn has_update(&self, who: usize, marker: u64) -> bool {
@@ -45,6 +43,14 @@ impl Member for Membership {
 
     async fn stop(self) {
         self.shutdown().await;
+    }
+
+    async fn progress(&self) -> String {
+        let c = self.census().await;
+        format!(
+            "{} known, {} alive, {} described",
+            c.known, c.alive, c.described
+        )
     }
 
     fn own_bytes(&self) -> Option<u64> {

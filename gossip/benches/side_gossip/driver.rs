@@ -25,6 +25,10 @@ pub trait Member {
     async fn stop(self);
     /// The side's own count of bytes sent, where it keeps one.
     fn own_bytes(&self) -> Option<u64>;
+    /// What this member sees so far, for the progress line while the cluster forms.
+    async fn progress(&self) -> String {
+        String::new()
+    }
 }
 
 /// Runs the scenario over members started at `t0` (the last one started `started` later);
@@ -40,13 +44,23 @@ pub async fn drive<M: Member>(
     let started = t0.elapsed();
     let me = std::process::id();
     // Every member sees every other (checked every 500 ms: the check itself costs CPU).
+    let mut said = Instant::now();
     'all: loop {
         assert!(
             t0.elapsed() < Duration::from_secs(300),
             "no convergence in 300 s"
         );
-        for m in nodes.iter().flatten() {
+        for (i, m) in nodes.iter().enumerate() {
+            let Some(m) = m else { continue };
             if !m.sees_all(n).await {
+                if said.elapsed() >= Duration::from_secs(10) {
+                    said = Instant::now();
+                    eprintln!(
+                        "{:.0} s: member {i} does not see all {n} yet: {}",
+                        t0.elapsed().as_secs_f64(),
+                        m.progress().await
+                    );
+                }
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue 'all;
             }
@@ -54,9 +68,14 @@ pub async fn drive<M: Member>(
         break;
     }
     let cold = t0.elapsed();
+    eprintln!("all see all after {:.1} s", cold.as_secs_f64());
     let rss = wire::rss_bytes(me).saturating_sub(rss0) as f64 / n as f64;
     tokio::time::sleep(sc.settle).await;
     let idle = window(sc, counter, &nodes, false).await;
+    eprintln!(
+        "idle: {:.2} KiB/s per member",
+        idle.bytes_per_node_s / 1024.0
+    );
 
     let mut update_ms = Vec::new();
     for trial in 0..sc.updates {
@@ -73,6 +92,7 @@ pub async fn drive<M: Member>(
         )
         .await;
         update_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        eprintln!("update {trial}: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
     }
 
     let churn = window(sc, counter, &nodes, true).await;
@@ -94,6 +114,10 @@ pub async fn drive<M: Member>(
         )
         .await;
         detect_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "kill {k}: dead everywhere in {:.0} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
     }
     for m in nodes.into_iter().flatten() {
         m.stop().await;

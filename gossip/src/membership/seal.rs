@@ -116,7 +116,7 @@ pub struct SealStats {
     pub rejected_stale: AtomicU64,
     /// Refused: malformed header.
     pub rejected_malformed: AtomicU64,
-    /// Opened but chitchat could not decode the plaintext.
+    /// Opened but the message did not decode (another cluster, or another darosd version).
     pub rejected_decode: AtomicU64,
 }
 

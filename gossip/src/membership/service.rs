@@ -1,16 +1,13 @@
-//! The membership service: a chitchat instance on the sealed transport, the keys this node
-//! publishes, and the member view with phi-accrual liveness and last-heard times.
+//! The membership service: SWIM on the sealed UDP socket ([`super::swim`]), the keys this node
+//! publishes, and the member view built from both.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use chitchat::{ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig, spawn_chitchat};
 
 use super::member::{self, CoordinatorHint, LocalInfo, Member, MemberStatus, keys};
 use super::seal::{Keyring, SealStats};
-use super::transport::SealedUdpTransport;
+use super::swim::{Command, Engine, EngineConfig, Shared, SwimId, Timing, cluster_tag, lock};
 use crate::identity::{NodeId, Role};
 
 /// Errors of the membership service.
@@ -29,7 +26,7 @@ pub enum MembershipError {
 /// Settings of the membership service.
 #[derive(Clone, Debug)]
 pub struct MembershipConfig {
-    /// Cluster id (chitchat refuses gossip from other clusters).
+    /// Cluster id (gossip of other clusters is refused).
     pub cluster_id: String,
     /// This node.
     pub node_id: NodeId,
@@ -45,16 +42,18 @@ pub struct MembershipConfig {
     pub advertise: SocketAddr,
     /// Seed addresses.
     pub seeds: Vec<SocketAddr>,
-    /// Gossip round interval.
+    /// SWIM probe period (memberlist: 1 s); notices are gossiped every fifth of it.
     pub interval: Duration,
-    /// Phi-accrual threshold above which a member is dead.
-    pub phi_threshold: f64,
+    /// Suspicion lasts this many probe periods × max(1, log10 members) before a suspected
+    /// member is down (memberlist's multiplier: 4), at least 2 s.
+    pub suspicion_mult: f64,
     /// How long a dead member is remembered before being forgotten.
     pub dead_grace: Duration,
 }
 
 impl MembershipConfig {
-    /// Defaults: 500 ms rounds (about 10 KB/s per node and 1-1.5 s convergence at 100 nodes), phi 8.
+    /// Defaults: memberlist's LAN profile (1 s probes, suspicion multiplier 4), dead members
+    /// remembered an hour.
     pub fn new(
         cluster_id: String,
         node_id: NodeId,
@@ -72,69 +71,66 @@ impl MembershipConfig {
             listen,
             advertise,
             seeds: Vec::new(),
-            interval: Duration::from_millis(700),
-            phi_threshold: 8.0,
+            interval: Duration::from_secs(1),
+            suspicion_mult: 4.0,
             dead_grace: Duration::from_secs(3600),
         }
     }
 }
 
-type LastHeard = Arc<Mutex<HashMap<ChitchatId, (u64, Instant)>>>;
-
 /// A running membership service.
 pub struct Membership {
-    handle: ChitchatHandle,
+    engine: Engine,
     stats: Arc<SealStats>,
-    last_heard: LastHeard,
-    tracker: tokio::task::JoinHandle<()>,
+    me: SwimId,
     interval: Duration,
+    suspicion: Duration,
 }
 
 impl Membership {
     /// Starts gossiping with the given keyring.
     pub async fn start(cfg: MembershipConfig, keyring: Keyring) -> Result<Self, MembershipError> {
         let stats = Arc::new(SealStats::default());
-        let transport = SealedUdpTransport::new(keyring, stats.clone());
-        let chitchat_id = ChitchatId::new(cfg.node_id.as_str(), cfg.generation, cfg.advertise);
-        let config = ChitchatConfig {
-            chitchat_id,
-            cluster_id: cfg.cluster_id.clone(),
-            gossip_interval: cfg.interval,
-            listen_addr: cfg.listen,
-            seed_nodes: cfg.seeds.iter().map(|s| s.to_string()).collect(),
-            failure_detector_config: FailureDetectorConfig {
-                phi_threshold: cfg.phi_threshold,
-                sampling_window_size: 1000,
-                max_interval: Duration::from_secs(10),
-                initial_interval: cfg.interval,
-                dead_node_grace_period: cfg.dead_grace,
-            },
-            marked_for_deletion_grace_period: Duration::from_secs(3600),
-            catchup_callback: None,
-            extra_liveness_predicate: None,
+        let socket =
+            tokio::net::UdpSocket::bind(cfg.listen)
+                .await
+                .map_err(|e| MembershipError::Start {
+                    addr: cfg.listen,
+                    reason: e.to_string(),
+                })?;
+        let me = SwimId {
+            node: cfg.node_id.to_string(),
+            generation: cfg.generation,
+            addr: cfg.advertise,
+            bump: 0,
         };
-        let initial = vec![
-            (keys::ROLE.to_string(), cfg.role.to_string()),
-            (keys::RPC.to_string(), cfg.rpc_addr.to_string()),
-        ];
-        let handle = spawn_chitchat(config, initial, &transport)
-            .await
-            .map_err(|e| MembershipError::Start {
-                addr: cfg.listen,
-                reason: format!("{e:#}"),
-            })?;
-        let last_heard: LastHeard = Arc::default();
-        let tracker = tokio::spawn(track_heartbeats(
-            handle.chitchat(),
-            last_heard.clone(),
-            cfg.interval / 2,
-        ));
+        let timing = Timing {
+            probe: cfg.interval,
+            suspicion_mult: cfg.suspicion_mult,
+            dead_grace: cfg.dead_grace,
+        };
+        let suspicion = timing.suspicion(1);
+        let engine = Engine::start(
+            EngineConfig {
+                cluster: cluster_tag(&cfg.cluster_id),
+                me: me.clone(),
+                seeds: cfg.seeds.clone(),
+                timing,
+                kv: vec![
+                    (keys::ROLE.to_string(), cfg.role.to_string()),
+                    (keys::RPC.to_string(), cfg.rpc_addr.to_string()),
+                ],
+            },
+            socket,
+            keyring,
+            stats.clone(),
+        );
         Ok(Self {
-            handle,
+            engine,
             stats,
-            last_heard,
-            tracker,
+            me,
             interval: cfg.interval,
+            suspicion,
         })
     }
 
@@ -145,57 +141,100 @@ impl Membership {
 
     /// Publishes this node's info.
     pub async fn set_info(&self, info: &LocalInfo) {
-        let kv = info.to_kv();
-        self.handle
-            .with_chitchat(|c| {
-                let me = c.self_node_state();
-                for (k, v) in &kv {
-                    if me.get(k) != Some(v.as_str()) {
-                        me.set(*k, v);
-                    }
-                }
-            })
-            .await;
+        let kv = info
+            .to_kv()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        self.engine.send(Command::Set(kv));
     }
 
     /// Publishes who this node believes the coordinator is.
     pub async fn set_coordinator(&self, hint: Option<&CoordinatorHint>) {
         let v = hint.map(member::json).unwrap_or_default();
-        self.handle
-            .with_chitchat(|c| {
-                let me = c.self_node_state();
-                if me.get(keys::COORDINATOR).unwrap_or("") != v {
-                    me.set(keys::COORDINATOR, &v);
-                }
-            })
-            .await;
+        self.engine
+            .send(Command::Set(vec![(keys::COORDINATOR.to_string(), v)]));
     }
 
-    /// Announces that this node leaves, waits a few gossip rounds so peers learn it, and stops.
+    /// Announces that this node leaves, waits a few probe periods so peers fetch that, tells
+    /// SWIM it is down, and stops.
     pub async fn leave(self) {
-        self.handle
-            .with_chitchat(|c| c.self_node_state().set(keys::LEAVING, "true"))
-            .await;
+        self.engine.send(Command::Set(vec![(
+            keys::LEAVING.to_string(),
+            "true".to_string(),
+        )]));
         tokio::time::sleep(self.interval * 5).await;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.engine.send(Command::Leave(tx));
+        let _ = tokio::time::timeout(self.interval * 2, rx).await;
         self.shutdown().await;
     }
 
     /// Stops gossiping.
     pub async fn shutdown(self) {
-        self.tracker.abort();
-        if let Err(e) = self.handle.shutdown().await {
-            tracing::debug!(error = %e, "gossip shutdown");
-        }
+        self.engine.stop().await;
     }
 
     /// One member (latest generation), if known.
     pub async fn member(&self, node: &NodeId) -> Option<Member> {
-        self.members_matching(Which::Node(node)).await.pop()
+        self.view(&lock(&self.engine.shared), node.as_str(), Instant::now())
     }
 
     /// All known members (latest generation of each node id), this node included.
     pub async fn members(&self) -> Vec<Member> {
-        self.members_matching(Which::All).await
+        let s = lock(&self.engine.shared);
+        let mut names: Vec<&String> = s
+            .peers
+            .keys()
+            .chain(s.descriptions.iter().map(|d| &d.node))
+            .collect();
+        names.sort();
+        names.dedup();
+        let now = Instant::now();
+        names
+            .into_iter()
+            .filter_map(|n| self.view(&s, n, now))
+            .collect()
+    }
+
+    /// How many members this node knows, sees alive, and holds a description of, without
+    /// decoding any description (for metrics and checks at fleet size: `members()` decodes
+    /// every member's keys).
+    pub async fn census(&self) -> Census {
+        let s = lock(&self.engine.shared);
+        let mut c = Census::default();
+        let mut names: Vec<&String> = s
+            .peers
+            .keys()
+            .chain(s.descriptions.iter().map(|d| &d.node))
+            .collect();
+        names.sort();
+        names.dedup();
+        for node in names {
+            let is_me = *node == self.me.node;
+            let peer = s.peers.get(node.as_str());
+            let generation = match (is_me, peer) {
+                (true, _) => self.me.generation,
+                (false, Some(p)) => p.id.generation,
+                (false, None) => match s.descriptions.get(node) {
+                    Some(d) if s.noticed_addr(node).is_some() => d.generation,
+                    _ => continue,
+                },
+            };
+            let desc = s
+                .descriptions
+                .get(node)
+                .filter(|d| d.generation == generation);
+            let leaving = desc.and_then(|d| d.get(keys::LEAVING)) == Some("true");
+            c.known += 1;
+            if status_of(is_me, leaving, peer.map(|p| p.up)) == MemberStatus::Alive {
+                c.alive += 1;
+            }
+            if desc.is_some() {
+                c.described += 1;
+            }
+        }
+        c
     }
 
     /// The server members only, as `members()` shows them, decoding no other
@@ -204,145 +243,130 @@ impl Membership {
     /// per look (most of the CPU of 300 simulated agents in issue 18's fleet
     /// bench).
     pub async fn servers(&self) -> Vec<Member> {
-        self.members_matching(Which::Servers).await
-    }
-
-    async fn members_matching(&self, which: Which<'_>) -> Vec<Member> {
-        let last_heard = self.last_heard.clone();
+        let s = lock(&self.engine.shared);
         let server = Role::Server.as_str();
-        self.handle
-            .with_chitchat(|c| {
-                let me = c.self_chitchat_id().clone();
-                let picked: Vec<(&ChitchatId, &chitchat::NodeState)> = c
-                    .node_states()
-                    .iter()
-                    .filter(|(id, st)| match which {
-                        Which::All => true,
-                        Which::Node(n) => n.as_str() == &*id.node_id,
-                        Which::Servers => st.get(keys::ROLE) == Some(server),
-                    })
-                    .collect();
-                // A few picked members are looked up in the liveness lists;
-                // all of them, through sets.
-                let few = !matches!(which, Which::All);
-                let among = |id: &&ChitchatId| !few || picked.iter().any(|(p, _)| p == id);
-                let live: std::collections::HashSet<&ChitchatId> =
-                    c.live_nodes().filter(among).collect();
-                let dead: std::collections::HashSet<&ChitchatId> =
-                    c.dead_nodes().filter(among).collect();
-                let heard = last_heard.lock().ok();
-                let heard_of = |id: &ChitchatId| heard.as_ref().and_then(|m| m.get(id).copied());
-                let mut latest: HashMap<String, Member> = HashMap::new();
-                for (id, state) in picked {
-                    let Ok(node_id) = NodeId::new(id.node_id.to_string()) else {
-                        continue;
-                    };
-                    let get = |k: &str| state.get(k);
-                    let mut invalid = Vec::new();
-                    let status = status_of(
-                        get(keys::LEAVING) == Some("true"),
-                        *id == me || live.contains(id),
-                        dead.contains(id),
-                        || heard_of(id).map(|(hb, _)| hb),
-                    );
-                    let last_heard_ms = if *id == me {
-                        Some(0)
-                    } else {
-                        heard_of(id).map(|(_, t)| t.elapsed().as_millis() as u64)
-                    };
-                    let m = Member {
-                        node_id,
-                        generation: id.generation_id,
-                        gossip_addr: id.gossip_advertise_addr,
-                        status,
-                        last_heard_ms,
-                        role: member::parse(keys::ROLE, get(keys::ROLE), &mut invalid),
-                        rpc_addr: member::parse(keys::RPC, get(keys::RPC), &mut invalid),
-                        capacity: member::decode(keys::CAPACITY, get(keys::CAPACITY), &mut invalid),
-                        allocatable: member::decode(
-                            keys::ALLOCATABLE,
-                            get(keys::ALLOCATABLE),
-                            &mut invalid,
-                        ),
-                        usage: member::decode(keys::USAGE, get(keys::USAGE), &mut invalid),
-                        qos: member::decode(keys::QOS, get(keys::QOS), &mut invalid),
-                        runtimes: member::decode(keys::RUNTIMES, get(keys::RUNTIMES), &mut invalid),
-                        agent_version: get(keys::VERSION).map(str::to_string),
-                        coordinator: match get(keys::COORDINATOR) {
-                            None | Some("") => None,
-                            raw => member::decode(keys::COORDINATOR, raw, &mut invalid),
-                        },
-                        invalid_keys: invalid,
-                    };
-                    match latest.get(id.node_id.as_ref()) {
-                        Some(prev) if prev.generation >= m.generation => {}
-                        _ => {
-                            latest.insert(id.node_id.to_string(), m);
-                        }
-                    }
-                }
-                let mut v: Vec<Member> = latest.into_values().collect();
-                v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
-                v
-            })
-            .await
-    }
-}
-
-/// Which members a view decodes.
-#[derive(Clone, Copy)]
-enum Which<'a> {
-    All,
-    Node(&'a NodeId),
-    Servers,
-}
-
-/// A member's status: `Left` once it says it leaves, `Alive` while the
-/// failure detector holds it live, `Dead` once judged dead after it was heard
-/// beating (a member never heard is still `Joining`).
-fn status_of(
-    leaving: bool,
-    live: bool,
-    dead: bool,
-    heartbeats: impl FnOnce() -> Option<u64>,
-) -> MemberStatus {
-    if leaving {
-        MemberStatus::Left
-    } else if live {
-        MemberStatus::Alive
-    } else if dead && heartbeats().is_some_and(|hb| hb > 1) {
-        MemberStatus::Dead
-    } else {
-        MemberStatus::Joining
-    }
-}
-
-/// Records when each node's heartbeat last advanced (chitchat keeps this private).
-async fn track_heartbeats(
-    chitchat: Arc<tokio::sync::Mutex<chitchat::Chitchat>>,
-    last_heard: LastHeard,
-    every: Duration,
-) {
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        let beats: Vec<(ChitchatId, u64)> = {
-            let c = chitchat.lock().await;
-            c.node_states()
-                .iter()
-                .map(|(id, st)| (id.clone(), u64::from(st.heartbeat())))
-                .collect()
-        };
+        let mut names: Vec<&String> = s
+            .descriptions
+            .iter()
+            .filter(|d| d.get(keys::ROLE) == Some(server))
+            .map(|d| &d.node)
+            .collect();
+        names.sort();
         let now = Instant::now();
-        if let Ok(mut m) = last_heard.lock() {
-            for (id, hb) in beats {
-                match m.get(&id) {
-                    Some((prev, _)) if *prev >= hb => {}
-                    _ => {
-                        m.insert(id, (hb, now));
-                    }
-                }
-            }
-        }
+        names
+            .into_iter()
+            .filter_map(|n| self.view(&s, n, now))
+            .collect()
+    }
+
+    /// One member as this node sees it: SWIM says whether it is up, its description what it
+    /// publishes.
+    fn view(&self, s: &Shared, node: &str, now: Instant) -> Option<Member> {
+        let node_id = NodeId::new(node.to_string()).ok()?;
+        let peer = s.peers.get(node);
+        let desc = s.descriptions.get(node);
+        let is_me = node == self.me.node;
+        let (generation, gossip_addr) = match (is_me, peer, desc) {
+            (true, _, _) => (self.me.generation, self.me.addr),
+            (false, Some(p), _) => (p.id.generation, p.id.addr),
+            // Known by its description alone (not yet seen up): where its notice said it is.
+            (false, None, Some(d)) => (d.generation, s.noticed_addr(node)?),
+            (false, None, None) => return None,
+        };
+        // A description of an earlier run says nothing of this one.
+        let desc = desc.filter(|d| d.generation == generation);
+        let leaving = desc.and_then(|d| d.get(keys::LEAVING)) == Some("true");
+        let status = status_of(is_me, leaving, peer.map(|p| p.up));
+        let last_heard_ms = last_heard(is_me, peer, s, self.suspicion, now);
+        let get = |k: &str| desc.and_then(|d| d.get(k));
+        Some(member_of(
+            node_id,
+            generation,
+            gossip_addr,
+            status,
+            last_heard_ms,
+            &get,
+        ))
+    }
+}
+
+/// Counts of the members one node sees (see [`Membership::census`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Members known (this node included).
+    pub known: usize,
+    /// Of them, alive.
+    pub alive: usize,
+    /// Of them, with their description (of their current generation) here.
+    pub described: usize,
+}
+
+/// A member's status: `Left` once it says it leaves, `Alive` while SWIM holds it up (alive or
+/// suspected), `Dead` once SWIM declared it down, `Joining` while only its description is known.
+fn status_of(is_me: bool, leaving: bool, up: Option<bool>) -> MemberStatus {
+    match (is_me, leaving, up) {
+        (true, _, _) => MemberStatus::Alive,
+        (false, true, _) => MemberStatus::Left,
+        (false, false, Some(true)) => MemberStatus::Alive,
+        (false, false, Some(false)) => MemberStatus::Dead,
+        (false, false, None) => MemberStatus::Joining,
+    }
+}
+
+/// Milliseconds since this node last knew the member alive: 0 while SWIM holds it up (some
+/// member's probe got its answer within the suspicion time); once down, since the last
+/// datagram from it, or since its suspicion began if none came here.
+fn last_heard(
+    is_me: bool,
+    peer: Option<&super::swim::Peer>,
+    s: &Shared,
+    suspicion: Duration,
+    now: Instant,
+) -> Option<u64> {
+    if is_me {
+        return Some(0);
+    }
+    let p = peer?;
+    if p.up {
+        return Some(0);
+    }
+    let suspected = p.since.checked_sub(suspicion).unwrap_or(p.since);
+    let at = s
+        .heard
+        .get(&p.id.addr)
+        .copied()
+        .map_or(suspected, |h| h.min(p.since));
+    Some(now.saturating_duration_since(at).as_millis() as u64)
+}
+
+/// Builds the member from its description's keys (bad values named, never dropped).
+fn member_of<'a>(
+    node_id: NodeId,
+    generation: u64,
+    gossip_addr: SocketAddr,
+    status: MemberStatus,
+    last_heard_ms: Option<u64>,
+    get: &dyn Fn(&str) -> Option<&'a str>,
+) -> Member {
+    let mut invalid = Vec::new();
+    Member {
+        node_id,
+        generation,
+        gossip_addr,
+        status,
+        last_heard_ms,
+        role: member::parse(keys::ROLE, get(keys::ROLE), &mut invalid),
+        rpc_addr: member::parse(keys::RPC, get(keys::RPC), &mut invalid),
+        capacity: member::decode(keys::CAPACITY, get(keys::CAPACITY), &mut invalid),
+        allocatable: member::decode(keys::ALLOCATABLE, get(keys::ALLOCATABLE), &mut invalid),
+        usage: member::decode(keys::USAGE, get(keys::USAGE), &mut invalid),
+        qos: member::decode(keys::QOS, get(keys::QOS), &mut invalid),
+        runtimes: member::decode(keys::RUNTIMES, get(keys::RUNTIMES), &mut invalid),
+        agent_version: get(keys::VERSION).map(str::to_string),
+        coordinator: match get(keys::COORDINATOR) {
+            None | Some("") => None,
+            raw => member::decode(keys::COORDINATOR, raw, &mut invalid),
+        },
+        invalid_keys: invalid,
     }
 }

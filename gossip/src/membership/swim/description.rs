@@ -1,0 +1,328 @@
+//! A member's description (its published key-values) at a version, the changes between two
+//! versions, the notice that announces a new one, and the descriptions a member holds.
+//!
+//! SWIM itself only says who is up. What each member publishes travels beside it: a ~30-byte
+//! [`Notice`] of the new version is the broadcast, and whoever holds an older version asks the
+//! owner, who answers with a [`Delta`] from the version the asker holds (or the whole
+//! [`Description`]). A sha-256 of every (member, generation, version) held lets two members
+//! compare their views in 32 bytes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// (generation, version): later restarts win, then later versions of one run.
+pub type At = (u64, u64);
+
+/// What one member publishes, at one version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Description {
+    /// The member's node id.
+    pub node: String,
+    /// The member's generation (grows across its restarts).
+    pub generation: u64,
+    /// Grows with every change the member makes during one generation.
+    pub version: u64,
+    /// Key-values, each key once.
+    pub kv: Vec<(String, String)>,
+}
+
+impl Description {
+    /// Where this description stands.
+    pub fn at(&self) -> At {
+        (self.generation, self.version)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.kv
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Sets `key`; true if that changed anything.
+    pub fn set(&mut self, key: &str, value: &str) -> bool {
+        match self.kv.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) if v == value => false,
+            Some((_, v)) => {
+                *v = value.to_string();
+                true
+            }
+            None => {
+                self.kv.push((key.to_string(), value.to_string()));
+                true
+            }
+        }
+    }
+}
+
+/// The answer to an ask from a member holding version `from`: the keys changed since.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    /// Whose description.
+    pub node: String,
+    /// Its generation.
+    pub generation: u64,
+    /// The version this applies to.
+    pub from: u64,
+    /// The version it makes.
+    pub to: u64,
+    /// Keys set (new or changed).
+    pub set: Vec<(String, String)>,
+    /// Keys removed.
+    pub removed: Vec<String>,
+}
+
+impl Delta {
+    /// The changes from `old` to `new` (two versions of one member's description).
+    pub fn between(old: &Description, new: &Description) -> Self {
+        let set = new
+            .kv
+            .iter()
+            .filter(|kv| !old.kv.contains(kv))
+            .cloned()
+            .collect();
+        let removed = old
+            .kv
+            .iter()
+            .filter(|(k, _)| !new.kv.iter().any(|(n, _)| n == k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        Self {
+            node: new.node.clone(),
+            generation: new.generation,
+            from: old.version,
+            to: new.version,
+            set,
+            removed,
+        }
+    }
+}
+
+/// The broadcast: a member's description changed to this version; ask `addr` for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// Whose description.
+    pub node: String,
+    /// Its generation.
+    pub generation: u64,
+    /// Its new version.
+    pub version: u64,
+    /// Where to ask (the owner's gossip address).
+    pub addr: SocketAddr,
+}
+
+impl Notice {
+    /// Where the noticed description stands.
+    pub fn at(&self) -> At {
+        (self.generation, self.version)
+    }
+}
+
+/// A description held, and when it last changed here (to forget members long gone).
+#[derive(Clone, Debug)]
+struct Held {
+    description: Description,
+    changed: Instant,
+}
+
+/// The descriptions one member holds: its own and every other member's newest.
+#[derive(Debug, Default)]
+pub struct Descriptions {
+    held: HashMap<String, Held>,
+}
+
+impl Descriptions {
+    /// The description of `node`, if held.
+    pub fn get(&self, node: &str) -> Option<&Description> {
+        self.held.get(node).map(|h| &h.description)
+    }
+
+    /// Where the description of `node` stands, if held.
+    pub fn at(&self, node: &str) -> Option<At> {
+        self.get(node).map(Description::at)
+    }
+
+    /// How many are held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Every description held.
+    pub fn iter(&self) -> impl Iterator<Item = &Description> {
+        self.held.values().map(|h| &h.description)
+    }
+
+    /// Keeps `d` if it is newer than the one held; true if kept.
+    pub fn take(&mut self, d: Description, now: Instant) -> bool {
+        if self.at(&d.node).is_some_and(|held| held >= d.at()) {
+            return false;
+        }
+        self.held.insert(
+            d.node.clone(),
+            Held {
+                description: d,
+                changed: now,
+            },
+        );
+        true
+    }
+
+    /// Applies `delta` if the description held is the version it starts from; true if applied.
+    pub fn apply(&mut self, delta: Delta, now: Instant) -> bool {
+        let Some(h) = self.held.get_mut(&delta.node) else {
+            return false;
+        };
+        if h.description.at() != (delta.generation, delta.from) || delta.to <= delta.from {
+            return false;
+        }
+        let d = &mut h.description;
+        d.kv.retain(|(k, _)| !delta.removed.contains(k));
+        for (k, v) in &delta.set {
+            d.set(k, v);
+        }
+        d.version = delta.to;
+        h.changed = now;
+        true
+    }
+
+    /// Forgets the description of `node`.
+    pub fn remove(&mut self, node: &str) {
+        self.held.remove(node);
+    }
+
+    /// Nodes whose description last changed before `before`.
+    pub fn unchanged_since(&self, before: Instant) -> Vec<String> {
+        self.held
+            .iter()
+            .filter(|(_, h)| h.changed < before)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// (node, generation, version) of every description held, in node order.
+    pub fn versions(&self) -> Vec<(String, u64, u64)> {
+        let mut v: Vec<(String, u64, u64)> = self
+            .iter()
+            .map(|d| (d.node.clone(), d.generation, d.version))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// SHA-256 of [`Self::versions`]: two members holding the same versions have the same digest.
+    pub fn digest(&self) -> [u8; 32] {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        for (node, generation, version) in self.versions() {
+            ctx.update(node.as_bytes());
+            ctx.update(&[0]);
+            ctx.update(&generation.to_le_bytes());
+            ctx.update(&version.to_le_bytes());
+        }
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    }
+
+    /// The descriptions held newer than what `theirs` lists (node, generation, version).
+    pub fn newer_than(&self, theirs: &[(String, u64, u64)]) -> Vec<Description> {
+        let theirs: HashMap<&str, At> = theirs
+            .iter()
+            .map(|(n, g, v)| (n.as_str(), (*g, *v)))
+            .collect();
+        self.iter()
+            .filter(|d| theirs.get(d.node.as_str()).is_none_or(|at| *at < d.at()))
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(node: &str, generation: u64, version: u64, kv: &[(&str, &str)]) -> Description {
+        Description {
+            node: node.into(),
+            generation,
+            version,
+            kv: kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn newer_descriptions_replace_older_ones_never_the_reverse() {
+        let now = Instant::now();
+        let mut d = Descriptions::default();
+        assert!(d.take(desc("a", 1, 2, &[("k", "v2")]), now));
+        assert!(!d.take(desc("a", 1, 1, &[("k", "v1")]), now));
+        assert_eq!(d.get("a").unwrap().get("k"), Some("v2"));
+        // A restart (higher generation) wins whatever its version.
+        assert!(d.take(desc("a", 2, 1, &[("k", "new")]), now));
+        assert_eq!(d.at("a"), Some((2, 1)));
+    }
+
+    #[test]
+    fn a_delta_carries_only_the_changed_keys_and_rebuilds_the_new_version() {
+        let now = Instant::now();
+        let old = desc(
+            "a",
+            1,
+            3,
+            &[("role", "client"), ("usage", "1"), ("gone", "x")],
+        );
+        let new = desc(
+            "a",
+            1,
+            5,
+            &[("role", "client"), ("usage", "2"), ("added", "y")],
+        );
+        let delta = Delta::between(&old, &new);
+        assert_eq!(
+            delta.set,
+            vec![("usage".into(), "2".into()), ("added".into(), "y".into())]
+        );
+        assert_eq!(delta.removed, vec!["gone".to_string()]);
+        let mut d = Descriptions::default();
+        d.take(old, now);
+        assert!(d.apply(delta.clone(), now));
+        let got = d.get("a").unwrap();
+        assert_eq!(got.version, 5);
+        for k in ["role", "usage", "added"] {
+            assert_eq!(got.get(k), new.get(k), "{k}");
+        }
+        assert_eq!(got.get("gone"), None);
+        // Applied again (or to any other version) it changes nothing.
+        assert!(!d.apply(delta, now));
+    }
+
+    #[test]
+    fn the_digest_differs_exactly_when_the_versions_differ() {
+        let now = Instant::now();
+        let mut a = Descriptions::default();
+        let mut b = Descriptions::default();
+        a.take(desc("x", 1, 1, &[]), now);
+        a.take(desc("y", 1, 4, &[("k", "v")]), now);
+        b.take(desc("y", 1, 4, &[("k", "other bytes, same version")]), now);
+        b.take(desc("x", 1, 1, &[]), now);
+        assert_eq!(a.digest(), b.digest());
+        b.take(desc("y", 1, 5, &[]), now);
+        assert_ne!(a.digest(), b.digest());
+        // What b holds newer than a: y alone.
+        let newer = b.newer_than(&a.versions());
+        assert_eq!(newer.len(), 1);
+        assert_eq!(newer[0].at(), (1, 5));
+        assert!(a.newer_than(&b.versions()).is_empty());
+    }
+}
