@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::member::{self, CoordinatorHint, LocalInfo, Member, MemberStatus, keys};
 use super::seal::{Keyring, SealStats};
-use super::swim::{Command, Engine, EngineConfig, Shared, SwimId, Timing, cluster_tag, lock};
+use super::swim::{
+    Command, Description, Engine, EngineConfig, Peer, Shared, SwimId, Timing, cluster_tag, lock,
+};
 use crate::identity::{NodeId, Role};
 
 /// Errors of the membership service.
@@ -183,15 +185,8 @@ impl Membership {
     /// All known members (latest generation of each node id), this node included.
     pub async fn members(&self) -> Vec<Member> {
         let s = lock(&self.engine.shared);
-        let mut names: Vec<&String> = s
-            .peers
-            .keys()
-            .chain(s.descriptions.iter().map(|d| &d.node))
-            .collect();
-        names.sort();
-        names.dedup();
         let now = Instant::now();
-        names
+        known(&s)
             .into_iter()
             .filter_map(|n| self.view(&s, n, now))
             .collect()
@@ -203,36 +198,10 @@ impl Membership {
     pub async fn census(&self) -> Census {
         let s = lock(&self.engine.shared);
         let mut c = Census::default();
-        let mut names: Vec<&String> = s
-            .peers
-            .keys()
-            .chain(s.descriptions.iter().map(|d| &d.node))
-            .collect();
-        names.sort();
-        names.dedup();
-        for node in names {
-            let is_me = *node == self.me.node;
-            let peer = s.peers.get(node.as_str());
-            let generation = match (is_me, peer) {
-                (true, _) => self.me.generation,
-                (false, Some(p)) => p.id.generation,
-                (false, None) => match s.descriptions.get(node) {
-                    Some(d) if s.noticed_addr(node).is_some() => d.generation,
-                    _ => continue,
-                },
-            };
-            let desc = s
-                .descriptions
-                .get(node)
-                .filter(|d| d.generation == generation);
-            let leaving = desc.and_then(|d| d.get(keys::LEAVING)) == Some("true");
+        for st in known(&s).into_iter().filter_map(|n| self.standing(&s, n)) {
             c.known += 1;
-            if status_of(is_me, leaving, peer.map(|p| p.up)) == MemberStatus::Alive {
-                c.alive += 1;
-            }
-            if desc.is_some() {
-                c.described += 1;
-            }
+            c.alive += usize::from(st.status == MemberStatus::Alive);
+            c.described += usize::from(st.desc.is_some());
         }
         c
     }
@@ -263,6 +232,21 @@ impl Membership {
     /// publishes.
     fn view(&self, s: &Shared, node: &str, now: Instant) -> Option<Member> {
         let node_id = NodeId::new(node.to_string()).ok()?;
+        let st = self.standing(s, node)?;
+        let last_heard_ms = last_heard(st.is_me, st.peer, s, self.suspicion, now);
+        let get = |k: &str| st.desc.and_then(|d| d.get(k));
+        Some(member_of(
+            node_id,
+            st.generation,
+            st.gossip_addr,
+            st.status,
+            last_heard_ms,
+            &get,
+        ))
+    }
+
+    /// Where one member stands here (None: known only by a description with nowhere to reach it).
+    fn standing<'a>(&self, s: &'a Shared, node: &str) -> Option<Standing<'a>> {
         let peer = s.peers.get(node);
         let desc = s.descriptions.get(node);
         let is_me = node == self.me.node;
@@ -276,18 +260,37 @@ impl Membership {
         // A description of an earlier run says nothing of this one.
         let desc = desc.filter(|d| d.generation == generation);
         let leaving = desc.and_then(|d| d.get(keys::LEAVING)) == Some("true");
-        let status = status_of(is_me, leaving, peer.map(|p| p.up));
-        let last_heard_ms = last_heard(is_me, peer, s, self.suspicion, now);
-        let get = |k: &str| desc.and_then(|d| d.get(k));
-        Some(member_of(
-            node_id,
+        Some(Standing {
+            is_me,
+            peer,
             generation,
             gossip_addr,
-            status,
-            last_heard_ms,
-            &get,
-        ))
+            desc,
+            status: status_of(is_me, leaving, peer.map(|p| p.up)),
+        })
     }
+}
+
+/// One member as SWIM and its description show it here.
+struct Standing<'a> {
+    is_me: bool,
+    peer: Option<&'a Peer>,
+    generation: u64,
+    gossip_addr: SocketAddr,
+    desc: Option<&'a Description>,
+    status: MemberStatus,
+}
+
+/// Every node id known here (SWIM's members and descriptions), sorted, once each.
+fn known(s: &Shared) -> Vec<&String> {
+    let mut names: Vec<&String> = s
+        .peers
+        .keys()
+        .chain(s.descriptions.iter().map(|d| &d.node))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Counts of the members one node sees (see [`Membership::census`]).
@@ -318,7 +321,7 @@ fn status_of(is_me: bool, leaving: bool, up: Option<bool>) -> MemberStatus {
 /// datagram from it, or since its suspicion began if none came here.
 fn last_heard(
     is_me: bool,
-    peer: Option<&super::swim::Peer>,
+    peer: Option<&Peer>,
     s: &Shared,
     suspicion: Duration,
     now: Instant,

@@ -108,16 +108,7 @@ impl Socket for SealedSocket {
             loop {
                 let (len, from) = match self.socket.recv_from(&mut self.buf).await {
                     Ok(r) => r,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::ConnectionRefused
-                                | std::io::ErrorKind::ConnectionReset
-                                | std::io::ErrorKind::OutOfMemory
-                        ) =>
-                    {
-                        continue;
-                    }
+                    Err(e) if passing(&e) => continue,
                     Err(e) => return Err(e).context("gossip socket receive failed"),
                 };
                 self.stats
@@ -157,4 +148,15 @@ impl Socket for SealedSocket {
             }
         })
     }
+}
+
+/// A receive error that is not the socket's failure: on Linux, ICMP errors of earlier sends
+/// (a peer gone) surface on the next receive, and a momentary lack of memory passes.
+pub(crate) fn passing(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::OutOfMemory
+    )
 }

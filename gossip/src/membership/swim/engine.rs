@@ -297,17 +297,7 @@ async fn read(
     loop {
         let (len, from) = match socket.recv_from(&mut buf).await {
             Ok(r) => r,
-            // ICMP errors of earlier sends surface here on Linux: not this socket's failure.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionRefused
-                        | std::io::ErrorKind::ConnectionReset
-                        | std::io::ErrorKind::OutOfMemory
-                ) =>
-            {
-                continue;
-            }
+            Err(e) if crate::membership::transport::passing(&e) => continue,
             Err(e) => {
                 tracing::error!(error = %e, "gossip socket receive failed");
                 return;
