@@ -220,16 +220,11 @@ impl Descriptions {
 
     /// SHA-256 of [`Self::versions`]: two members holding the same versions have the same digest.
     pub fn digest(&self) -> [u8; 32] {
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-        for (node, generation, version) in self.versions() {
-            ctx.update(node.as_bytes());
-            ctx.update(&[0]);
-            ctx.update(&generation.to_le_bytes());
-            ctx.update(&version.to_le_bytes());
-        }
-        let mut out = [0u8; 32];
-        out.copy_from_slice(ctx.finish().as_ref());
-        out
+        digest_of(
+            self.versions()
+                .iter()
+                .map(|(node, generation, version)| (node.as_str(), *generation, *version)),
+        )
     }
 
     /// The descriptions held newer than what `theirs` lists (node, generation, version).
@@ -243,6 +238,21 @@ impl Descriptions {
             .cloned()
             .collect()
     }
+}
+
+/// SHA-256 of (node, two numbers) triples, in the order given: how two members compare what
+/// they hold in 32 bytes.
+pub fn digest_of<'a>(items: impl IntoIterator<Item = (&'a str, u64, u64)>) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for (node, a, b) in items {
+        ctx.update(node.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(&a.to_le_bytes());
+        ctx.update(&b.to_le_bytes());
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
 }
 
 #[cfg(test)]

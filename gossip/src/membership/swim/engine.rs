@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::description::{At, Delta, Description, Descriptions, Notice};
+use super::description::{At, Delta, Description, Descriptions, Notice, digest_of};
 use super::id::SwimId;
 use super::wire::{self, Message};
 use crate::membership::codec;
@@ -681,24 +681,15 @@ impl Loop {
     /// SHA-256 of every member up (node, generation, renewal), this one included, in order.
     fn members_digest(&self) -> [u8; 32] {
         let me = self.foca.identity();
-        let mut up: Vec<(&str, u64, u16)> = self
+        let mut up: Vec<(&str, u64, u64)> = self
             .foca
             .iter_members()
             .map(|m| m.id())
             .chain(std::iter::once(me))
-            .map(|id| (id.node.as_str(), id.generation, id.bump))
+            .map(|id| (id.node.as_str(), id.generation, u64::from(id.bump)))
             .collect();
         up.sort_unstable();
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-        for (node, generation, bump) in up {
-            ctx.update(node.as_bytes());
-            ctx.update(&[0]);
-            ctx.update(&generation.to_le_bytes());
-            ctx.update(&bump.to_le_bytes());
-        }
-        let mut out = [0u8; 32];
-        out.copy_from_slice(ctx.finish().as_ref());
-        out
+        digest_of(up)
     }
 
     /// Sends the members this one sees up (and itself, alive), and those it saw go down in the
