@@ -5,8 +5,9 @@
 //! misses a heartbeat or two deposes a healthy leader (term +2, writes refused
 //! for half a second); and a leader cut off from its quorum keeps reporting
 //! itself leader. What the pinned version offers and is used here: the
-//! followers' leader lease (a vote request within its `election_timeout_max`,
-//! set to our `election_min`, of the last heartbeat is refused), `runtime_config().elect(false)` to switch its own
+//! followers' leader lease (a vote request within its `election_timeout_max`
+//! of the last heartbeat is refused; a heartbeat shorter than our lease, as a
+//! backstop), `runtime_config().elect(false)` to switch its own
 //! election timer off, `trigger().elect()` to campaign on demand, and
 //! `millis_since_quorum_ack` on the leader.
 //!
@@ -59,25 +60,50 @@ pub(crate) struct PreVoteResponse {
     pub granted: bool,
     /// Why.
     pub reason: String,
+    /// A no only because this voter heard a leader within its lease: what is
+    /// left of the lease (ms). Absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_left_ms: Option<u64>,
+}
+
+/// What the other voters said to a pre-vote.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    yes: usize,
+    /// The longest lease left among those that refused for their lease alone.
+    lease_left_ms: Option<u64>,
 }
 
 impl RaftTiming {
-    /// The followers' leader lease: no vote (nor pre-vote) within this of a
-    /// heartbeat. It is the bottom of the election range, as etcd's
-    /// CheckQuorum lease is its base election timeout; openraft's lease (its
-    /// `election_timeout_max`, its own timer being off) is set to it.
+    /// The followers' leader lease: no pre-vote within this of a heartbeat. It
+    /// is the bottom of the election range, as etcd's CheckQuorum lease is its
+    /// base election timeout.
     pub fn lease_ms(&self) -> u64 {
         self.election_min_ms
     }
 
-    /// Range of the pre-vote timeout: the election range moved up by a
-    /// heartbeat, so that the other voters' leases (they heard the same last
-    /// heartbeat, give or take one) have expired when the real vote comes.
-    /// (It started past `election_max`, openraft's default lease: failover
-    /// then took 2.5× etcd's at the same timing, docs/benchmarks.md.)
+    /// openraft's own lease on real votes (its `election_timeout_max`, its
+    /// timer being off): a heartbeat shorter than [`Self::lease_ms`]. The
+    /// pre-vote is what keeps a voter that heard the leader from being
+    /// disturbed; this backstop must not refuse the vote that follows a
+    /// granted pre-vote because the voter's copy of the last heartbeat was
+    /// handled a few milliseconds after the candidate's.
+    pub fn vote_lease_ms(&self) -> u64 {
+        self.lease_ms()
+            .saturating_sub(self.heartbeat_ms)
+            .max(self.heartbeat_ms + 2)
+    }
+
+    /// Range of the pre-vote timeout after the last word from a leader: the
+    /// election range, as etcd's `[election, 2 × election)`. It was moved up
+    /// by a heartbeat (so that the other voters' leases had surely run out)
+    /// and started past `election_max` before that: failover took 1.5× and
+    /// 2.5× etcd's at the same timing (docs/benchmarks.md). The voters heard
+    /// the same last heartbeat; one that handled it a moment later refuses
+    /// with what is left of its lease, and the candidate asks again then.
     pub fn prevote_timeout_ms(&self) -> (u64, u64) {
-        let lo = self.election_min_ms + self.heartbeat_ms;
-        (lo, (self.election_max_ms + self.heartbeat_ms).max(lo + 1))
+        let lo = self.election_min_ms;
+        (lo, self.election_max_ms.max(lo + 1))
     }
 
     /// A leader not acknowledged by a quorum for this long stops leading.
@@ -106,6 +132,11 @@ impl Contact {
     /// Time since then.
     pub fn elapsed(&self) -> Duration {
         self.0.lock().map(|t| t.elapsed()).unwrap_or(Duration::MAX)
+    }
+
+    /// What is left of `timeout` after then.
+    pub fn remaining(&self, timeout: Duration) -> Duration {
+        timeout.saturating_sub(self.elapsed())
     }
 }
 
@@ -210,6 +241,7 @@ impl Elections {
         let no = |reason: String| PreVoteResponse {
             granted: false,
             reason,
+            lease_left_ms: None,
         };
         if m.state == ServerState::Leader {
             if let Some(ms) = m.millis_since_quorum_ack
@@ -222,11 +254,15 @@ impl Elections {
             }
         } else {
             let heard = self.contact.elapsed();
-            if heard < Duration::from_millis(self.timing.lease_ms()) {
-                return no(format!(
-                    "I heard from the leader {} ms ago",
-                    heard.as_millis()
-                ));
+            let lease = Duration::from_millis(self.timing.lease_ms());
+            if heard < lease {
+                return PreVoteResponse {
+                    lease_left_ms: Some((lease - heard).as_millis() as u64 + 1),
+                    ..no(format!(
+                        "I heard from the leader {} ms ago",
+                        heard.as_millis()
+                    ))
+                };
             }
         }
         if req.term <= m.current_term {
@@ -245,6 +281,7 @@ impl Elections {
         PreVoteResponse {
             granted: true,
             reason: "granted".into(),
+            lease_left_ms: None,
         }
     }
 
@@ -253,13 +290,22 @@ impl Elections {
     pub async fn run(self: Arc<Self>) {
         let (lo, hi) = self.timing.prevote_timeout_ms();
         let mut timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
-        // This voter's own last attempt: a lost pre-vote waits a new timeout before
-        // the next one. Kept apart from `contact` (the last word from a leader), which
-        // other voters' pre-votes are judged by: touching that on our own attempt
-        // made a lagging voter that lost its pre-vote refuse the up-to-date one's.
-        let mut last_attempt: Option<Instant> = None;
+        // The earliest time for this voter's next attempt, besides `timeout` after
+        // the last word from a leader. Kept apart from `contact`, which other
+        // voters' pre-votes are judged by: touching that on our own attempt made a
+        // lagging voter that lost its pre-vote refuse the up-to-date one's.
+        let mut not_before: Option<Instant> = None;
         loop {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Wakes when the timeout runs out rather than on a coarse tick (a 20 ms
+            // tick added 10 ms to the median failover), and at least every 20 ms to
+            // see a new leader or membership.
+            let due = self.contact.remaining(timeout).max(
+                not_before
+                    .map(|t| t.saturating_duration_since(Instant::now()))
+                    .unwrap_or_default(),
+            );
+            let nap = due.clamp(Duration::from_millis(1), Duration::from_millis(20));
+            tokio::time::sleep(nap).await;
             let m = self.raft.metrics().borrow().clone();
             if m.running_state.is_err() || m.state == ServerState::Shutdown {
                 return;
@@ -274,13 +320,11 @@ impl Elections {
                 tokio::time::sleep(Duration::from_millis(self.timing.election_min_ms)).await;
                 continue;
             }
-            if self.contact.elapsed() < timeout
-                || last_attempt.is_some_and(|t| t.elapsed() < timeout)
-            {
+            if self.contact.elapsed() < timeout || not_before.is_some_and(|t| Instant::now() < t) {
                 continue;
             }
             timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
-            last_attempt = Some(Instant::now());
+            let attempt = Instant::now();
             let peers: BTreeMap<u64, String> = m
                 .membership_config
                 .nodes()
@@ -294,7 +338,17 @@ impl Elections {
             };
             // This voter's own yes counts; it needs a majority of all voters.
             let need = voters.len() / 2;
-            let granted = 1 + self.ask(&m, &req, need).await;
+            let tally = self.ask(&m, &req, need).await;
+            let granted = 1 + tally.yes;
+            // A lost pre-vote waits a new timeout before the next one, or only until
+            // the leases that refused it run out.
+            not_before = Some(
+                attempt
+                    + match tally.lease_left_ms {
+                        Some(ms) => Duration::from_millis(ms).min(timeout),
+                        None => timeout,
+                    },
+            );
             if granted * 2 > voters.len() {
                 info!(
                     term = req.term,
@@ -314,17 +368,18 @@ impl Elections {
         }
     }
 
-    /// Asks the other voters; the number of yeses, counted as answers arrive and
-    /// returned as soon as `need` said yes or can no longer (a dead voter is not
-    /// waited for once the others decided).
+    /// Asks the other voters; the yeses, counted as answers arrive and returned
+    /// as soon as `need` said yes or can no longer (a dead voter is not waited
+    /// for once the others decided), and the longest lease left among the
+    /// voters that refused for their lease alone.
     async fn ask(
         &self,
         m: &openraft::RaftMetrics<u64, super::types::RaftPeer>,
         req: &PreVoteRequest,
         need: usize,
-    ) -> usize {
+    ) -> Tally {
         let Ok(body) = serde_json::to_value(req) else {
-            return 0;
+            return Tally::default();
         };
         let wait = Duration::from_millis(self.timing.election_min_ms.max(100));
         let voters: Vec<u64> = m.membership_config.voter_ids().collect();
@@ -341,33 +396,48 @@ impl Elections {
                 let r = Request::new(PREVOTE, body.clone());
                 async move {
                     let answer = self.rpc.call(&t, &r, wait).await;
-                    match answer
+                    let answer = answer
                         .ok()
-                        .and_then(|v| serde_json::from_value::<PreVoteResponse>(v).ok())
-                    {
-                        Some(a) if a.granted => true,
-                        Some(a) => {
-                            debug!(voter = %t.node, reason = %a.reason, "pre-vote refused");
-                            false
-                        }
-                        None => false,
+                        .and_then(|v| serde_json::from_value::<PreVoteResponse>(v).ok());
+                    if let Some(a) = answer.as_ref().filter(|a| !a.granted) {
+                        debug!(voter = %t.node, reason = %a.reason, "pre-vote refused");
                     }
+                    answer
                 }
             });
         let mut pending: futures::stream::FuturesUnordered<_> = asks.collect();
         let others = pending.len();
-        let (mut yes, mut no) = (0, 0);
-        while let Some(granted) = futures::StreamExt::next(&mut pending).await {
-            if granted {
-                yes += 1;
-            } else {
+        let mut tally = Tally::default();
+        let mut no = 0;
+        while let Some(answer) = futures::StreamExt::next(&mut pending).await {
+            if tally.count(answer.as_ref()) {
                 no += 1;
             }
-            if yes >= need || others - no < need {
+            if tally.yes >= need || others - no < need {
                 break;
             }
         }
-        yes
+        tally
+    }
+}
+
+impl Tally {
+    /// Counts one voter's answer (none: it did not answer); true for a no.
+    fn count(&mut self, answer: Option<&PreVoteResponse>) -> bool {
+        match answer {
+            Some(a) if a.granted => {
+                self.yes += 1;
+                false
+            }
+            Some(PreVoteResponse {
+                lease_left_ms: Some(ms),
+                ..
+            }) => {
+                self.lease_left_ms = Some(self.lease_left_ms.unwrap_or(0).max(*ms));
+                true
+            }
+            _ => true,
+        }
     }
 }
 
@@ -380,6 +450,57 @@ mod tests {
         let mut v = Vote::new(term, node);
         v.commit();
         v
+    }
+
+    fn answer(granted: bool, lease_left_ms: Option<u64>) -> PreVoteResponse {
+        PreVoteResponse {
+            granted,
+            reason: String::new(),
+            lease_left_ms,
+        }
+    }
+
+    #[test]
+    fn a_tally_keeps_the_longest_lease_left_of_the_refusals() {
+        let mut t = Tally::default();
+        assert!(!t.count(Some(&answer(true, None))), "a yes");
+        assert!(t.count(Some(&answer(false, Some(3)))), "a lease");
+        assert!(t.count(Some(&answer(false, Some(7)))));
+        assert!(t.count(Some(&answer(false, Some(5)))));
+        assert!(t.count(Some(&answer(false, None))), "another reason");
+        assert!(t.count(None), "no answer");
+        assert_eq!(
+            t,
+            Tally {
+                yes: 1,
+                lease_left_ms: Some(7)
+            }
+        );
+    }
+
+    #[test]
+    fn the_timer_is_the_election_range_and_openraft_lease_is_shorter() {
+        let t = RaftTiming {
+            heartbeat_ms: 60,
+            election_min_ms: 300,
+            election_max_ms: 600,
+        };
+        assert_eq!(t.prevote_timeout_ms(), (300, 600));
+        assert_eq!(t.lease_ms(), 300);
+        assert_eq!(t.vote_lease_ms(), 240);
+        let tight = RaftTiming {
+            heartbeat_ms: 100,
+            election_min_ms: 101,
+            election_max_ms: 102,
+        };
+        assert!(tight.vote_lease_ms() > tight.heartbeat_ms);
+    }
+
+    #[test]
+    fn a_pre_vote_answer_from_an_older_server_reads_without_the_lease() {
+        let a: PreVoteResponse =
+            serde_json::from_str(r#"{"granted":false,"reason":"x"}"#).expect("old answer");
+        assert_eq!(a.lease_left_ms, None);
     }
 
     #[test]

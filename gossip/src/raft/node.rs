@@ -41,13 +41,8 @@ use serde::{Deserialize, Serialize};
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        // openraft 0.9 derives the failover delays from election_max: a follower elects after
-        // `lease (= max) + its random(min..max)` (drawn once per process) of silence, and a
-        // candidate rejected for a shorter log adds `2 * max` to its next election, a flag
-        // that stays set until it next campaigns. When a lagging survivor campaigns first and
-        // the other still carries that flag, their terms collide twice: ~6 * max plus three
-        // 150 ms ticks. 400 keeps that under 2.9 s while a follower still needs 700 ms (4+
-        // heartbeat ticks) of silence before it elects.
+        // A survivor campaigns 300–400 ms after the last heartbeat (election.rs: the
+        // pre-vote timer is the election range, the followers' lease its bottom).
         // The heartbeat is also openraft's AppendEntries timeout: 100 ms leaves room for a
         // follower's fsync (about 3 ms here) on a busy node.
         Self {
@@ -104,12 +99,10 @@ impl<S: ReplicatedState> RaftNode<S> {
             cluster_name: "daros".into(),
             heartbeat_interval: timing.heartbeat_ms,
             // openraft's own election timer is off (election.rs drives
-            // elections); its `election_timeout_max` is the followers' lease.
-            election_timeout_min: timing
-                .lease_ms()
-                .saturating_sub(1)
-                .max(timing.heartbeat_ms + 1),
-            election_timeout_max: timing.lease_ms().max(timing.heartbeat_ms + 2),
+            // elections); its `election_timeout_max` is the followers' lease on
+            // real votes, a backstop behind the pre-vote's.
+            election_timeout_min: timing.vote_lease_ms() - 1,
+            election_timeout_max: timing.vote_lease_ms(),
             max_payload_entries: 64,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
             snapshot_max_chunk_size: 512 * 1024,
