@@ -18,5 +18,5 @@ pub mod runner;
 
 pub use job::{CommandResult, GuestCommand};
 pub use kernel::{KernelCache, KernelSource, PreparedKernel};
-pub use qemu::VmEnd;
+pub use qemu::{DiskCache, VmEnd};
 pub use runner::{EXIT_NO_STATUS, EXIT_TIMEOUT, RunReport, Vm, VmError, VmOptions};

@@ -62,10 +62,34 @@ pub struct QemuConfig {
     pub job_dir: PathBuf,
     /// Raw image attached as virtio-blk, if any.
     pub disk: Option<PathBuf>,
+    /// How the host caches that image.
+    pub disk_cache: DiskCache,
     /// Guest memory in MiB.
     pub memory_mib: u32,
     /// Guest vCPUs.
     pub cpus: u32,
+}
+
+/// How QEMU backs the guest's disk on the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiskCache {
+    /// The host's page cache, never flushed (`cache=unsafe`): fast, and what the
+    /// guest measures is mostly the host's memory.
+    #[default]
+    Unsafe,
+    /// `O_DIRECT` on the image (`cache=none`): the guest's reads and writes reach
+    /// the host's disk, with its latency and bandwidth (for IO control that
+    /// needs a device to model, e.g. iocost).
+    Direct,
+}
+
+impl DiskCache {
+    fn qemu_option(self) -> &'static str {
+        match self {
+            DiskCache::Unsafe => "cache=unsafe",
+            DiskCache::Direct => "cache=none,aio=threads",
+        }
+    }
 }
 
 impl QemuConfig {
@@ -113,7 +137,8 @@ impl QemuConfig {
         if let Some(disk) = &self.disk {
             let mut d = std::ffi::OsString::from("file=");
             d.push(escape_commas(disk));
-            d.push(",if=none,id=d0,format=raw,cache=unsafe");
+            d.push(",if=none,id=d0,format=raw,");
+            d.push(self.disk_cache.qemu_option());
             c.arg("-drive")
                 .arg(d)
                 .args(["-device", "virtio-blk-pci,drive=d0"]);
@@ -290,6 +315,7 @@ mod tests {
             initramfs: "/k/initramfs.cpio".into(),
             job_dir: "/tmp/job,1".into(),
             disk: Some("/tmp/job,1/.vm/disk.img".into()),
+            disk_cache: DiskCache::Unsafe,
             memory_mib: 512,
             cpus: 3,
         }
@@ -319,6 +345,20 @@ mod tests {
             assert!(line.contains(want), "missing {want:?} in {line}");
         }
         assert!(!line.contains("kvm"), "no KVM path: {line}");
+        assert!(line.contains("format=raw,cache=unsafe"), "{line}");
+    }
+
+    #[test]
+    fn a_direct_disk_bypasses_the_host_page_cache() {
+        let mut c = config();
+        c.disk_cache = DiskCache::Direct;
+        let line: Vec<String> = c
+            .command()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = line.join(" ");
+        assert!(line.contains("format=raw,cache=none,aio=threads"), "{line}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::host::{self, HostError};
 use super::job::{self, CommandResult, GuestCommand, JobError};
 use super::kernel::{KernelCache, KernelError, KernelSource, PreparedKernel};
-use super::qemu::{self, QemuConfig, QemuError, VmEnd};
+use super::qemu::{self, DiskCache, QemuConfig, QemuError, VmEnd};
 
 /// Exit code for a run that hit its timeout (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -97,6 +97,8 @@ pub struct VmOptions {
     pub timeout: Duration,
     /// Size of the ext4 IO test disk in MiB, or `None` for no disk (default 256).
     pub disk_mib: Option<u32>,
+    /// How the host caches that disk (default: its page cache, never flushed).
+    pub disk_cache: DiskCache,
     /// Keep the job directory afterwards (default false).
     pub keep_job_dir: bool,
     /// Where job directories are created (default: the system temp dir).
@@ -113,6 +115,7 @@ impl Default for VmOptions {
             cpus: 2,
             timeout: Duration::from_secs(600),
             disk_mib: Some(256),
+            disk_cache: DiskCache::Unsafe,
             keep_job_dir: false,
             job_parent: None,
             systemd: false,
@@ -288,6 +291,7 @@ impl Vm {
             initramfs: self.kernel.initramfs(),
             job_dir: dir.path().to_owned(),
             disk,
+            disk_cache: self.options.disk_cache,
             memory_mib: self.options.memory_mib,
             cpus: self.options.cpus,
         };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use daros_bpf_tests::vm::{GuestCommand, KernelSource, Vm, VmOptions};
+use daros_bpf_tests::vm::{DiskCache, GuestCommand, KernelSource, Vm, VmOptions};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -48,6 +48,10 @@ pub struct VmArgs {
     /// Attach no IO test disk.
     #[arg(long)]
     pub no_disk: bool,
+    /// How the host backs the IO test disk: `unsafe` (its page cache) or `direct`
+    /// (O_DIRECT: the host's own disk, its latency and bandwidth).
+    #[arg(long, value_enum, default_value_t = DiskCache::Unsafe)]
+    pub disk_cache: DiskCache,
     /// Keep the job directory (outputs, statuses, dmesg, disk image) and print its path.
     #[arg(long)]
     pub keep: bool,
@@ -112,6 +116,7 @@ impl VmArgs {
             cpus: self.cpus,
             timeout: Duration::from_secs(self.timeout),
             disk_mib: (!self.no_disk).then_some(self.disk_mib),
+            disk_cache: self.disk_cache,
             keep_job_dir: self.keep,
             job_parent: None,
             systemd: self.systemd,
