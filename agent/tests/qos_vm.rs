@@ -890,6 +890,14 @@ fn darosd_turns_iocost_on_with_a_measured_model_and_restores_it() {
     // The kernel's own files say the same.
     let qos = line("io.cost.qos");
     assert!(qos.contains("enable=1"), "{qos}");
+    // With the measured model, latency targets from the same calibration.
+    let rlat = vda["qos"]["rlat_us"]
+        .as_u64()
+        .expect("latency targets in caps");
+    assert!(
+        qos.contains("ctrl=user") && qos.contains(&format!("rlat={rlat} ")),
+        "{qos} vs {vda}"
+    );
     let model = line("io.cost.model");
     let rbps = vda["model"]["rbps"].as_u64().unwrap();
     assert!(

@@ -83,6 +83,7 @@ mod tests {
                     wseqiops: 5,
                     wrandiops: 6,
                 },
+                idle_latency: None,
                 file_bytes: 32 << 20,
                 took_ms: 9000,
             },

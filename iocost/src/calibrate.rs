@@ -55,11 +55,24 @@ impl Default for CalibrationPlan {
 /// Smallest scratch file a calibration accepts.
 const MIN_FILE: u64 = 16 << 20;
 
+/// The 95th percentile latency of 4 KiB random IOs issued one at a time on
+/// the otherwise idle device: what a read or write costs with no queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleLatency {
+    /// Reads (µs).
+    pub read_p95_us: u64,
+    /// Writes (µs).
+    pub write_p95_us: u64,
+}
+
 /// A measured model and how it was measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
     /// The coefficients.
     pub model: LinearModel,
+    /// Latency with no queue (absent from models cached before it was measured).
+    #[serde(default)]
+    pub idle_latency: Option<IdleLatency>,
     /// Size of the scratch file the patterns ran over.
     pub file_bytes: u64,
     /// Wall time of the whole calibration.
@@ -115,6 +128,14 @@ pub fn measure(dir: &Path, plan: &CalibrationPlan) -> Result<Measured, IoCostErr
     let rbps = run(false, BIG, false, bd)?.bytes_per_sec();
     let rseqiops = run(false, PAGE, false, d)?.ops_per_sec();
     let rrandiops = run(false, PAGE, true, d)?.ops_per_sec();
+    let p95 = |write: bool| {
+        idle_p95(fd, written, write, plan.phase / 2)
+            .map_err(|e| IoCostError::io(&scratch.path, "direct IO", e))
+    };
+    let idle_latency = IdleLatency {
+        read_p95_us: p95(false)?,
+        write_p95_us: p95(true)?,
+    };
     drop(scratch);
     Ok(Measured {
         model: LinearModel {
@@ -125,6 +146,7 @@ pub fn measure(dir: &Path, plan: &CalibrationPlan) -> Result<Measured, IoCostErr
             wseqiops,
             wrandiops,
         },
+        idle_latency: Some(idle_latency),
         file_bytes: written,
         took_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
@@ -299,6 +321,40 @@ fn pattern(
     Ok(total)
 }
 
+/// The 95th percentile latency (µs, at least 1) of 4 KiB random IOs one at a
+/// time over `phase`.
+fn idle_p95(fd: &OwnedFd, size: u64, write: bool, phase: Duration) -> std::io::Result<u64> {
+    let mut buf = Aligned::new(PAGE, 0x3c);
+    let slots = (size / PAGE as u64).max(1);
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut took: Vec<u64> = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < phase || took.len() < 20 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let off = (rng % slots) * PAGE as u64;
+        let t = Instant::now();
+        if write {
+            rustix::io::pwrite(fd.as_fd(), buf.get(), off)?;
+        } else {
+            rustix::io::pread(fd.as_fd(), buf.get(), off)?;
+        }
+        took.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+    }
+    Ok(percentile(&mut took, 95).max(1))
+}
+
+/// The `pct`th percentile of `v` (nearest rank; 0 when empty).
+fn percentile(v: &mut [u64], pct: usize) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let rank = (v.len() * pct).div_ceil(100).clamp(1, v.len());
+    v[rank - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,12 +386,41 @@ mod tests {
                 }
                 // Bandwidth of 1 MiB IOs exceeds what 4 KiB IOs move.
                 assert!(c.rbps > c.rrandiops * PAGE as u64, "{m:?}");
+                let l = m.idle_latency.expect("idle latency measured");
+                // One 4 KiB IO at a time takes at least 1/IOPS measured with 16 in flight
+                // (a queue of 16 only adds parallelism), and less than a second.
+                for (name, us, iops) in [
+                    ("read", l.read_p95_us, c.rrandiops),
+                    ("write", l.write_p95_us, c.wrandiops),
+                ] {
+                    assert!(us < 1_000_000, "{name} p95 {us} µs in {m:?}");
+                    assert!(
+                        us * iops >= 1_000_000 / 4,
+                        "{name} p95 {us} µs against {iops} IOPS"
+                    );
+                }
                 assert_eq!(m.file_bytes, 32 << 20);
             }
             Err(e) => assert!(e.to_string().contains("O_DIRECT"), "{e}"),
         }
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert!(left.is_empty(), "scratch file left: {left:?}");
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<u64> = (1..=100).rev().collect();
+        assert_eq!(percentile(&mut v, 95), 95);
+        assert_eq!(percentile(&mut v, 100), 100);
+        assert_eq!(percentile(&mut [7], 95), 7);
+        assert_eq!(percentile(&mut [], 95), 0);
+    }
+
+    #[test]
+    fn a_model_cached_before_idle_latency_still_reads() {
+        let old = r#"{"model":{"rbps":1,"rseqiops":2,"rrandiops":3,"wbps":4,"wseqiops":5,"wrandiops":6},"file_bytes":16777216,"took_ms":9}"#;
+        let m: Measured = serde_json::from_str(old).unwrap();
+        assert_eq!(m.idle_latency, None);
     }
 
     #[test]

@@ -11,8 +11,8 @@ mod error;
 pub mod model;
 pub mod node;
 
-pub use calibrate::{CalibrationPlan, Measured};
+pub use calibrate::{CalibrationPlan, IdleLatency, Measured};
 pub use device::Device;
 pub use error::IoCostError;
-pub use model::{LinearModel, ModelLine, QosLine};
+pub use model::{LinearModel, ModelLine, QosLine, QosTargets};
 pub use node::{DiskCost, ModelSource, NodeIoCost, Setup};

@@ -15,7 +15,7 @@ use crate::cache::{self, Cached};
 use crate::calibrate::{self, CalibrationPlan};
 use crate::device::{self, Device};
 use crate::error::IoCostError;
-use crate::model::{LinearModel, ModelLine, QosLine, parse_model, parse_qos};
+use crate::model::{LinearModel, ModelLine, QosLine, QosTargets, parse_model, parse_qos};
 
 /// The root cgroup's iocost parameter files.
 pub const QOS_FILE: &str = "io.cost.qos";
@@ -74,6 +74,13 @@ pub struct DiskCost {
     pub model_source: ModelSource,
     /// The coefficients the kernel uses, as `io.cost.model` shows them.
     pub model: Option<LinearModel>,
+    /// The latency targets and vrate bounds written with a measured model
+    /// (none: the kernel's own, `ctrl=auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<QosTargets>,
+    /// `io.cost.qos` for it as the kernel shows it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos_line: Option<String>,
     /// What failed for this disk, if anything.
     pub error: Option<String>,
 }
@@ -107,6 +114,16 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
         std::fs::read_to_string(&qos_path).map_err(|e| IoCostError::io(&qos_path, "read", e))?;
     let model_now = std::fs::read_to_string(&model_path).unwrap_or_default();
     let originals_path = setup.data_dir.join(cache::DIR).join(ORIGINALS);
+    let operators_targets = |major: u32, minor: u32| {
+        std::fs::read(&originals_path)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Vec<Original>>(&t).ok())
+            .is_some_and(|o| {
+                o.iter().any(|o| {
+                    (o.major, o.minor) == (major, minor) && o.qos.as_ref().is_some_and(|q| q.user)
+                })
+            })
+    };
     if !originals_path.exists() {
         let (q, m) = (parse_qos(&qos_now), parse_model(&model_now));
         let originals: Vec<Original> = setup
@@ -143,7 +160,9 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
         )
     };
     let mut errors: Vec<(String, String)> = Vec::new();
+    let mut targets: Vec<(String, QosTargets)> = Vec::new();
     for (name, major, minor) in &setup.disks {
+        let mut qos = None;
         if let Some((_, c, _)) = measured.as_ref().filter(|(d, _, _)| d.name == *name) {
             let line = c.measured.model.render(*major, *minor);
             if let Err(e) = std::fs::write(&model_path, &line) {
@@ -151,9 +170,22 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
                     name.clone(),
                     format!("writing {line:?} to {}: {e}", model_path.display()),
                 ));
+            } else if !operators_targets(*major, *minor) {
+                // Latency targets only with the model they were measured with, and
+                // never over an operator's own (`enable=1` alone keeps them).
+                qos = c
+                    .measured
+                    .idle_latency
+                    .map(|l| QosTargets::from_idle(l.read_p95_us, l.write_p95_us));
             }
         }
-        let line = format!("{major}:{minor} enable=1");
+        if let Some(t) = qos {
+            targets.push((name.clone(), t));
+        }
+        let line = qos.map_or_else(
+            || format!("{major}:{minor} enable=1"),
+            |t| t.render(*major, *minor),
+        );
         if let Err(e) = std::fs::write(&qos_path, &line) {
             errors.push((
                 name.clone(),
@@ -192,6 +224,11 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
                     .iter()
                     .find(|l| (l.major, l.minor) == (*major, *minor))
                     .map(|l| l.model),
+                qos: targets.iter().find(|(n, _)| n == name).map(|(_, t)| *t),
+                qos_line: q
+                    .iter()
+                    .find(|l| (l.major, l.minor) == (*major, *minor))
+                    .map(|l| l.params.clone()),
                 error: errors
                     .iter()
                     .find(|(n, _)| n == name)
@@ -203,7 +240,7 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
         match &d.error {
             Some(e) => warn!(disk = %d.name, error = %e, "iocost not enabled"),
             None => {
-                info!(disk = %d.name, enabled = d.enabled, model = ?d.model, source = ?d.model_source, "iocost")
+                info!(disk = %d.name, enabled = d.enabled, model = ?d.model, qos = ?d.qos_line, source = ?d.model_source, "iocost")
             }
         }
     }
@@ -325,9 +362,10 @@ pub fn restore(cgroup_root: &Path, data_dir: &Path) -> Vec<String> {
         );
         write(
             QOS_FILE,
-            o.qos
-                .as_ref()
-                .map_or_else(|| format!("{dev} enable=0"), QosLine::restore_line),
+            o.qos.as_ref().map_or_else(
+                || format!("{dev} enable=0 ctrl=auto"),
+                QosLine::restore_line,
+            ),
         );
     }
     if errors.is_empty() {

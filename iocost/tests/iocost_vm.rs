@@ -62,13 +62,27 @@ fn iocost_is_enabled_with_the_measured_model_cached_and_restored() {
         matches!(d.model_source, ModelSource::Measured { cached: false, .. }),
         "{d:?}"
     );
-    // The kernel holds what was measured.
+    // The kernel holds what was measured: the model, and latency targets from it.
     let qos = parse_qos(&read("io.cost.qos"));
-    assert!(
-        qos.iter()
-            .any(|l| (l.major, l.minor) == (major, minor) && l.enabled),
-        "{qos:?}"
-    );
+    let line = qos
+        .iter()
+        .find(|l| (l.major, l.minor) == (major, minor))
+        .unwrap_or_else(|| panic!("no io.cost.qos line for {dev}: {qos:?}"));
+    assert!(line.enabled && line.user, "{line:?}");
+    let t = d.qos.expect("latency targets with a measured model");
+    for want in [
+        "rpct=95.00".to_string(),
+        format!("rlat={}", t.rlat_us),
+        format!("wlat={}", t.wlat_us),
+        "min=25.00".to_string(),
+        "max=100.00".to_string(),
+    ] {
+        assert!(
+            line.params.split_whitespace().any(|p| p == want),
+            "{want} not in {line:?}"
+        );
+    }
+    println!("{dev} {name}: qos {}", line.params);
     let model = parse_model(&read("io.cost.model"));
     let m = model
         .iter()
@@ -142,8 +156,8 @@ fn iocost_is_enabled_with_the_measured_model_cached_and_restored() {
     let qos = parse_qos(&read("io.cost.qos"));
     assert!(
         !qos.iter()
-            .any(|l| (l.major, l.minor) == (major, minor) && l.enabled),
-        "still on after restore: {qos:?}"
+            .any(|l| (l.major, l.minor) == (major, minor) && (l.enabled || l.user)),
+        "still on, or our latency targets left, after restore: {qos:?}"
     );
     let model = parse_model(&read("io.cost.model"));
     assert!(
@@ -187,7 +201,7 @@ fn an_operators_settings_come_back_after_the_agent() {
     );
     std::fs::write(
         Path::new(ROOT).join("io.cost.qos"),
-        format!("{major}:{minor} enable=0"),
+        format!("{major}:{minor} enable=0 ctrl=auto"),
     )
     .unwrap();
 }

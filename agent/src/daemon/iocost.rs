@@ -114,6 +114,13 @@ fn caps_of(n: &NodeIoCost) -> IoCostCaps {
                 ),
                 ModelSource::Kernel { why } => format!("the kernel's model ({why})"),
             };
+            let model = match &d.qos {
+                Some(t) => format!(
+                    "{model}, p{} latency targets {} µs read / {} µs write, vrate {}–{} %",
+                    t.rpct, t.rlat_us, t.wlat_us, t.min_pct, t.max_pct
+                ),
+                None => model,
+            };
             match (&d.error, d.enabled) {
                 (Some(e), _) => format!("{}: not enabled: {e}", d.name),
                 (None, true) => format!("{} on, {model}", d.name),
@@ -130,6 +137,16 @@ fn caps_of(n: &NodeIoCost) -> IoCostCaps {
 }
 
 impl IoCost {
+    /// Whether iocost runs with latency targets on every disk it is on (and on
+    /// one at least): then it is the first line for IO floors and the
+    /// protection loop the second.
+    pub fn latency_targets_everywhere(&self) -> bool {
+        self.node.as_ref().is_some_and(|n| {
+            let on: Vec<_> = n.disks.iter().filter(|d| d.enabled).collect();
+            !on.is_empty() && on.iter().all(|d| d.qos.is_some())
+        })
+    }
+
     /// IO floor capacity from the measured model where `[qos]` names none.
     pub fn fill_capacity(&mut self, cfg: &mut Config) {
         // Also when nothing was measured yet: a measurement on request fills it.
