@@ -322,8 +322,9 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut qos_cfg = net::qos_config(&cfg);
     io_cost.fill_capacity(&mut qos_cfg);
+    let io_first_line = io_cost.latency_targets_everywhere();
     let io_cost = api::caps::IoCostState::new(io_cost);
-    let qos = qos::start(&qos_cfg, managed.clone());
+    let qos = qos::start(&qos_cfg, managed.clone(), io_first_line);
     let runtime_root = managed.clone();
     datapath.start(qos.clone(), managed);
     // The QoS report says what the datapath does for network bounds.

@@ -28,6 +28,8 @@ pub struct ProtectConfig {
     pub window: Duration,
     /// Window for IO rates (IO completes in chunks: a longer window is less noisy).
     pub io_window: Duration,
+    /// IO floors are threatened below this share of the floor (see `tick`).
+    pub io_threat_ratio: f64,
     /// PSI trigger threshold (stall time within `psi_window`).
     pub psi_stall: Duration,
     /// PSI trigger window (at least 500 ms).
@@ -48,6 +50,7 @@ impl Default for ProtectConfig {
             sample_interval: Duration::from_millis(10),
             window: Duration::from_millis(50),
             io_window: Duration::from_millis(100),
+            io_threat_ratio: IO_THREAT_RATIO,
             psi_stall: Duration::from_millis(10),
             psi_window: psi::MIN_WINDOW,
             policy: PolicyConfig::default(),
@@ -106,8 +109,8 @@ impl Drop for Protector {
 /// Wake-up period while no workload has a floor.
 const IDLE_INTERVAL: Duration = Duration::from_millis(250);
 
-/// IO floors are threatened below this share of the floor (see `tick`).
-const IO_THREAT_RATIO: f64 = 0.90;
+/// IO floors are threatened below this share of the floor by default (see `tick`).
+pub const IO_THREAT_RATIO: f64 = 0.90;
 
 const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
 
@@ -407,12 +410,13 @@ impl Loop {
             } else {
                 self.cfg.window
             };
+            let full_window = window + self.cfg.sample_interval;
             let mut pc = PolicyConfig {
-                escalate_after: self
-                    .cfg
-                    .policy
-                    .escalate_after
-                    .min(window + self.cfg.sample_interval),
+                escalate_after: if res == Resource::Io {
+                    full_window
+                } else {
+                    self.cfg.policy.escalate_after.min(full_window)
+                },
                 ..self.cfg.policy
             };
             if res == Resource::Io {
@@ -423,7 +427,7 @@ impl Loop {
                 // weights are the first line) and calls meeting the floor
                 // comfortable; otherwise a workload reading at its floor would keep
                 // the others held for ever (the isolation benchmark's hog kept 1 %).
-                pc.threat_ratio = pc.threat_ratio.min(IO_THREAT_RATIO);
+                pc.threat_ratio = pc.threat_ratio.min(self.cfg.io_threat_ratio);
                 pc.comfortable_ratio = pc.comfortable_ratio.min(pc.restored_ratio);
             }
             let changes = policy.step(&pc, t, &obs);
