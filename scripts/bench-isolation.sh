@@ -6,10 +6,16 @@
 # (bpf-tests/tests/vm_isolation.rs); this is the longer run for
 # docs/benchmarks.md ("Isolation").
 #   sudo ./scripts/bench-isolation.sh [SECONDS_PER_RUN]
+#   DAROS_ISOLATION_DISK=direct: the VM's disk opened O_DIRECT on the host (its
+#   own disk's latency and bandwidth, for iocost) instead of the host's page
+#   cache; DAROS_ISOLATION_ONLY=cpu|mem|net|io: one scenario.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
 SECS="${1:-30}"
+DISK="${DAROS_ISOLATION_DISK:-unsafe}"
+ONLY=()
+[ -z "${DAROS_ISOLATION_ONLY:-}" ] || ONLY=(--env "DAROS_ISOLATION_ONLY=$DAROS_ISOLATION_ONLY")
 ensure_rust
 cd "$REPO"
 export CARGO_INCREMENTAL=0
@@ -17,12 +23,12 @@ cargo build -q -p daros-bpf-tests --bin daros-vmtest
 # The network scenario's traffic generator (and darosd's datapath loader).
 cargo build -q -p daros-ebpf --bin daros-bpf
 target/debug/daros-vmtest prepare >/dev/null
-say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; the VM's disk: $DISK"
 LOG="$REPO/target/bench-isolation.log"
 # The whole run (the guest's output, darosd's log on failure) stays in $LOG.
-if ! target/debug/daros-vmtest cargo-test --timeout 2400 --disk-mib 1536 --env "DAROS_ISOLATION_SECS=$SECS" \
+if ! target/debug/daros-vmtest cargo-test --timeout 2400 --disk-mib 1536 --disk-cache "$DISK" --env "DAROS_ISOLATION_SECS=$SECS" "${ONLY[@]}" \
     --env "DAROS_BPF_BIN=$REPO/target/debug/daros-bpf" \
-    -p daros-agent --test isolation_vm -- --ignored --show-output >"$LOG" 2>&1; then
+    -p daros-agent --test isolation_vm -- --ignored --nocapture >"$LOG" 2>&1; then
     tail -n 60 "$LOG"
     die "the isolation run failed; its output is in $LOG"
 fi

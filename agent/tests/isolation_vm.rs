@@ -301,6 +301,16 @@ fn cpu(setup: &'static str, copy: Option<&Weights>, dedicated: bool) -> (Outcome
     )
 }
 
+/// iocost's vrate on `dev` (percent of the model), where iocost is on.
+fn vrate(dev: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string("/sys/fs/cgroup/io.stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with(&format!("{dev} ")))?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("cost.vrate="))?
+        .parse()
+        .ok()
+}
+
 fn disk_dev() -> String {
     std::env::var("DAROS_VM_DISK_MAJMIN").expect("the VM's IO disk (run with a disk)")
 }
@@ -384,8 +394,23 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     });
     let _gp_p = t.spawn("gp", &fio_read(&gp_file, Some(target)));
     std::thread::sleep(Duration::from_secs(1));
-    let (g, h) = sample2(secs(), || rbytes(&gp, &dev), || rbytes(&hog, &dev));
+    // iocost's vrate (the root's io.stat) each second: what its latency targets did.
+    let mut vrates: Vec<f64> = Vec::new();
+    let (g, h) = sample2(
+        secs(),
+        || {
+            vrates.extend(vrate(&dev));
+            rbytes(&gp, &dev)
+        },
+        || rbytes(&hog, &dev),
+    );
     if let Some(d) = &d {
+        let root = Path::new("/sys/fs/cgroup");
+        println!(
+            "io {setup}: io.cost.qos {:?}; io.cost.model {:?}; vrate % each second {vrates:?}",
+            read(&root.join("io.cost.qos")),
+            read(&root.join("io.cost.model")),
+        );
         println!(
             "io {setup}: hog io.max {:?} cpu.max {:?}; hog io.stat {:?}",
             read(&hog.join("io.max")),
