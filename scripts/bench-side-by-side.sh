@@ -4,9 +4,9 @@
 #     Raft (3 darosd servers) beside etcd (3 members, Debian's etcd-server), same
 #     raft timing, same kill -9 loop, same small writes.
 #   sudo ./scripts/bench-side-by-side.sh gossip [NODES...]
-#     Gossip: N D-AROS members (chitchat), N members of the SWIM design experiment
-#     and N `serf agent` processes (Debian's serf), same scenario, bytes counted by
-#     nftables; one table per N (default 100 150: 300 saturates two cores).
+#     Gossip: N D-AROS members (darosd's SWIM membership) and N `serf agent`
+#     processes (Debian's serf), same scenario, bytes counted by nftables; one
+#     table per N (default 100 150). DAROS_GOSSIP_ONLY=daros|serf runs one side.
 # Not part of CI's time budget (CI runs a 3-kill, 2-second version of the raft
 # one inside the test suite). Prints markdown tables (docs/benchmarks.md, "Side by side").
 set -euo pipefail
