@@ -114,17 +114,14 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
         std::fs::read_to_string(&qos_path).map_err(|e| IoCostError::io(&qos_path, "read", e))?;
     let model_now = std::fs::read_to_string(&model_path).unwrap_or_default();
     let originals_path = setup.data_dir.join(cache::DIR).join(ORIGINALS);
-    let operators_targets = |major: u32, minor: u32| {
+    // What each disk had before the agent's first change: saved once, kept across
+    // restarts (an unreadable file counts as no operator settings; `restore` says so).
+    let originals: Vec<Original> = if originals_path.exists() {
         std::fs::read(&originals_path)
             .ok()
-            .and_then(|t| serde_json::from_slice::<Vec<Original>>(&t).ok())
-            .is_some_and(|o| {
-                o.iter().any(|o| {
-                    (o.major, o.minor) == (major, minor) && o.qos.as_ref().is_some_and(|q| q.user)
-                })
-            })
-    };
-    if !originals_path.exists() {
+            .and_then(|t| serde_json::from_slice(&t).ok())
+            .unwrap_or_default()
+    } else {
         let (q, m) = (parse_qos(&qos_now), parse_model(&model_now));
         let originals: Vec<Original> = setup
             .disks
@@ -146,7 +143,14 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
             &originals_path,
             &serde_json::to_vec_pretty(&originals).unwrap_or_default(),
         )?;
-    }
+        originals
+    };
+    // An operator's own latency targets (`ctrl=user` before the agent) stay.
+    let operators_targets = |major: u32, minor: u32| {
+        originals
+            .iter()
+            .any(|o| (o.major, o.minor) == (major, minor) && o.qos.as_ref().is_some_and(|q| q.user))
+    };
 
     let (measured, why_not) = if setup.measure {
         match measured_model(setup) {

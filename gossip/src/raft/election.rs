@@ -70,7 +70,7 @@ pub(crate) struct PreVoteResponse {
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Tally {
     yes: usize,
-    /// The longest lease left among those that refused for their lease alone.
+    /// The longest lease left among those that refused for their lease.
     lease_left_ms: Option<u64>,
 }
 
@@ -371,7 +371,7 @@ impl Elections {
     /// Asks the other voters; the yeses, counted as answers arrive and returned
     /// as soon as `need` said yes or can no longer (a dead voter is not waited
     /// for once the others decided), and the longest lease left among the
-    /// voters that refused for their lease alone.
+    /// voters that refused for their lease.
     async fn ask(
         &self,
         m: &openraft::RaftMetrics<u64, super::types::RaftPeer>,
