@@ -110,7 +110,7 @@ impl Drop for Protector {
 const IDLE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// IO floors are threatened below this share of the floor by default (see `tick`).
-pub const IO_THREAT_RATIO: f64 = 0.90;
+const IO_THREAT_RATIO: f64 = 0.90;
 
 const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
 
