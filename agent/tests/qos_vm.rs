@@ -898,6 +898,13 @@ fn darosd_turns_iocost_on_with_a_measured_model_and_restores_it() {
         qos.contains("ctrl=user") && qos.contains(&format!("rlat={rlat} ")),
         "{qos} vs {vda}"
     );
+    // With targets on every disk the protection loop is IO's second line.
+    assert!(
+        d.log_text()
+            .contains("the protection loop is the second line"),
+        "{}",
+        d.log_text()
+    );
     let model = line("io.cost.model");
     let rbps = vda["model"]["rbps"].as_u64().unwrap();
     assert!(
