@@ -142,8 +142,8 @@ impl IoCost {
     /// protection loop the second.
     pub fn latency_targets_everywhere(&self) -> bool {
         self.node.as_ref().is_some_and(|n| {
-            let on: Vec<_> = n.disks.iter().filter(|d| d.enabled).collect();
-            !on.is_empty() && on.iter().all(|d| d.qos.is_some())
+            let mut on = n.disks.iter().filter(|d| d.enabled).peekable();
+            on.peek().is_some() && on.all(|d| d.qos.is_some())
         })
     }
 
