@@ -45,4 +45,4 @@ cargo build -q --release -p daros-agent --bin darosd
 say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 DAROS_TEST_DAROSD="$REPO/target/release/darosd" DAROS_SIDE_KILLS="$KILLS" DAROS_SIDE_SECS="$SECS" \
     cargo nextest run -p daros-agent --test side_by_side_raft --no-capture 2>&1 |
-    sed -n '/^side by side/,/^| ratio/p'
+    sed -n '/^side by side/,/^etcd new leader seen/p'

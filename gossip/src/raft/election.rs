@@ -25,7 +25,7 @@
 //! when it next hears the higher term of the majority's leader.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -94,16 +94,25 @@ impl RaftTiming {
             .max(self.heartbeat_ms + 2)
     }
 
-    /// Range of the pre-vote timeout after the last word from a leader: the
-    /// election range, as etcd's `[election, 2 × election)`. It was moved up
-    /// by a heartbeat (so that the other voters' leases had surely run out)
-    /// and started past `election_max` before that: failover took 1.5× and
-    /// 2.5× etcd's at the same timing (docs/benchmarks.md). The voters heard
-    /// the same last heartbeat; one that handled it a moment later refuses
-    /// with what is left of its lease, and the candidate asks again then.
-    pub fn prevote_timeout_ms(&self) -> (u64, u64) {
+    /// This voter's pre-vote timeout after the last word from a leader, as
+    /// `lo + frac × (hi − lo)` with `frac` a fresh random draw in [0, 1].
+    ///
+    /// The election range is split into one band per voter that may campaign
+    /// (`bands`), and a voter draws only from the first quarter of its own band
+    /// (`rank`): when the leader dies, the first survivor fires early in the
+    /// range and the next one at least three quarters of a band later, instead
+    /// of both drawing from the whole range (the first of two uniform draws
+    /// comes a third into it, and two close draws split the vote). Bands per
+    /// priority, as in scylladb's preferred-leader review (scylladb#30329).
+    /// Voters that disagree on their ranks (one restarted and knows no leader)
+    /// may share a band; the pre-vote and a new term's ranks sort that out.
+    pub fn prevote_timeout_ms(&self, rank: usize, bands: usize, frac: f64) -> u64 {
         let lo = self.election_min_ms;
-        (lo, self.election_max_ms.max(lo + 1))
+        let span = self.election_max_ms.saturating_sub(lo).max(1);
+        let bands = bands.max(1) as u64;
+        let rank = (rank as u64).min(bands - 1);
+        let width = span / bands;
+        lo + rank * width + ((width / 4) as f64 * frac.clamp(0.0, 1.0)) as u64
     }
 
     /// A leader not acknowledged by a quorum for this long stops leading.
@@ -148,6 +157,11 @@ pub(crate) struct Elections {
     timing: RaftTiming,
     /// When this server last heard from a leader.
     pub contact: Contact,
+    /// Set when this server refused a pre-vote only because its own log is
+    /// ahead of the candidate's: the leader is gone for it too (its lease had
+    /// run out), and a candidate that can win should not wait its own band.
+    hastened: AtomicBool,
+    hasten: tokio::sync::Notify,
     /// For the once-a-second slow-append warning.
     started: Instant,
     slow_logged_ms: AtomicU64,
@@ -157,6 +171,24 @@ pub(crate) struct Elections {
 /// or must follow: a committed (elected) vote, not older than its own.
 fn from_a_leader_we_follow(theirs: &super::types::Vote, mine: &super::types::Vote) -> bool {
     theirs.is_committed() && theirs >= mine
+}
+
+/// This voter's place among the voters that may campaign when the leader
+/// it follows is gone: all voters but that leader, in id order turned by the
+/// term (so the first to campaign changes from one leadership to the next),
+/// and how many there are. Every follower of the same leader in the same term
+/// computes the same order.
+fn campaign_rank(me: u64, voters: &[u64], leader: Option<u64>, term: u64) -> (usize, usize) {
+    let mut may: Vec<u64> = voters
+        .iter()
+        .copied()
+        .filter(|v| Some(*v) != leader || *v == me)
+        .collect();
+    may.sort_unstable();
+    may.dedup();
+    let n = may.len().max(1);
+    let at = may.iter().position(|v| *v == me).unwrap_or(0);
+    ((at + n - (term % n as u64) as usize) % n, n)
 }
 
 /// The (term, index) of a log id.
@@ -174,6 +206,8 @@ impl Elections {
             rpc,
             timing,
             contact: Contact::new(),
+            hastened: AtomicBool::new(false),
+            hasten: tokio::sync::Notify::new(),
             started: Instant::now(),
             slow_logged_ms: AtomicU64::new(0),
         }
@@ -273,6 +307,10 @@ impl Elections {
         }
         let mine = self.log.last_log_id().ok().flatten().map(|l| pos(&l));
         if req.last_log < mine {
+            // Every other check passed: the leader is gone for this voter too,
+            // and its own log could win where the candidate's cannot.
+            self.hastened.store(true, Ordering::Relaxed);
+            self.hasten.notify_one();
             return no(format!(
                 "my log {mine:?} is ahead of yours {:?}",
                 req.last_log
@@ -288,14 +326,18 @@ impl Elections {
     /// Drives elections until raft stops: a voter without a leader for a
     /// randomized timeout campaigns once a majority granted its pre-vote.
     pub async fn run(self: Arc<Self>) {
-        let (lo, hi) = self.timing.prevote_timeout_ms();
-        let mut timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
+        // Where in its band this voter fires, drawn anew after each attempt.
+        let mut frac: f64 = rand::rng().random();
         // The earliest time for this voter's next attempt, besides `timeout` after
         // the last word from a leader. Kept apart from `contact`, which other
         // voters' pre-votes are judged by: touching that on our own attempt made a
         // lagging voter that lost its pre-vote refuse the up-to-date one's.
         let mut not_before: Option<Instant> = None;
         loop {
+            let m = self.raft.metrics().borrow().clone();
+            let voters: Vec<u64> = m.membership_config.voter_ids().collect();
+            let (rank, bands) = campaign_rank(m.id, &voters, m.current_leader, m.current_term);
+            let timeout = Duration::from_millis(self.timing.prevote_timeout_ms(rank, bands, frac));
             // Wakes when the timeout runs out rather than on a coarse tick (a 20 ms
             // tick added 10 ms to the median failover), and at least every 20 ms to
             // see a new leader or membership.
@@ -305,7 +347,10 @@ impl Elections {
                     .unwrap_or_default(),
             );
             let nap = due.clamp(Duration::from_millis(1), Duration::from_millis(20));
-            tokio::time::sleep(nap).await;
+            tokio::select! {
+                _ = tokio::time::sleep(nap) => {}
+                _ = self.hasten.notified() => {}
+            }
             let m = self.raft.metrics().borrow().clone();
             if m.running_state.is_err() || m.state == ServerState::Shutdown {
                 return;
@@ -320,10 +365,17 @@ impl Elections {
                 tokio::time::sleep(Duration::from_millis(self.timing.election_min_ms)).await;
                 continue;
             }
-            if self.contact.elapsed() < timeout || not_before.is_some_and(|t| Instant::now() < t) {
+            // A refused candidate behind us: campaign now, if no leader was heard
+            // within the lease since (the refusal came after the lease ran out).
+            let hastened = self.hastened.swap(false, Ordering::Relaxed)
+                && self.contact.elapsed() >= Duration::from_millis(self.timing.lease_ms());
+            if !hastened
+                && (self.contact.elapsed() < timeout
+                    || not_before.is_some_and(|t| Instant::now() < t))
+            {
                 continue;
             }
-            timeout = Duration::from_millis(rand::rng().random_range(lo..=hi));
+            frac = rand::rng().random();
             let attempt = Instant::now();
             let peers: BTreeMap<u64, String> = m
                 .membership_config
@@ -485,7 +537,19 @@ mod tests {
             election_min_ms: 300,
             election_max_ms: 600,
         };
-        assert_eq!(t.prevote_timeout_ms(), (300, 600));
+        assert_eq!(t.prevote_timeout_ms(0, 2, 0.0), 300);
+        assert_eq!(t.prevote_timeout_ms(0, 2, 1.0), 337);
+        assert_eq!(t.prevote_timeout_ms(1, 2, 0.0), 450);
+        assert_eq!(t.prevote_timeout_ms(1, 2, 1.0), 487);
+        // Never past the range, whatever the rank or the draw.
+        for bands in 1..6 {
+            for rank in 0..8 {
+                for frac in [0.0, 0.5, 1.0, 7.0] {
+                    let ms = t.prevote_timeout_ms(rank, bands, frac);
+                    assert!((300..=600).contains(&ms), "{rank}/{bands} {frac}: {ms}");
+                }
+            }
+        }
         assert_eq!(t.lease_ms(), 300);
         assert_eq!(t.vote_lease_ms(), 240);
         let tight = RaftTiming {
@@ -494,6 +558,31 @@ mod tests {
             election_max_ms: 102,
         };
         assert!(tight.vote_lease_ms() > tight.heartbeat_ms);
+    }
+
+    #[test]
+    fn the_followers_of_a_leader_agree_on_distinct_ranks_that_turn_with_the_term() {
+        let voters = [3, 1, 2];
+        for term in 0..6 {
+            // Leader 1 gone: 2 and 3 campaign one after the other.
+            let r2 = campaign_rank(2, &voters, Some(1), term);
+            let r3 = campaign_rank(3, &voters, Some(1), term);
+            assert_eq!((r2.1, r3.1), (2, 2));
+            assert_ne!(r2.0, r3.0, "term {term}");
+            // No leader known (start, or a lost election): three bands.
+            let all: Vec<usize> = voters
+                .iter()
+                .map(|v| campaign_rank(*v, &voters, None, term).0)
+                .collect();
+            let mut sorted = all.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2], "term {term}");
+        }
+        assert_ne!(
+            campaign_rank(2, &voters, Some(1), 4).0,
+            campaign_rank(2, &voters, Some(1), 5).0,
+            "the first to campaign changes with the term"
+        );
     }
 
     #[test]
