@@ -339,10 +339,8 @@ fn fio_read(file: &Path, rate: Option<u64>) -> String {
     )
 }
 
-/// IO: the protected workload reads sequentially at half its solo rate, its
-/// floor; the hog keeps 24 MiB of random reads in flight.
-fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
-    let dev = disk_dev();
+/// The IO scenario's device and files (made once).
+fn io_files() -> (String, PathBuf, PathBuf) {
     let dir = Path::new("/mnt/vmdisk");
     let (gp_file, hog_file) = (dir.join("iso-gp"), dir.join("iso-hog"));
     for f in [&gp_file, &hog_file] {
@@ -350,18 +348,62 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
             make_file(f, 96);
         }
     }
+    (disk_dev(), gp_file, hog_file)
+}
+
+fn io_hog_cmd(hog_file: &Path) -> String {
+    format!(
+        "exec fio --name=hog --filename={} --rw=randread --bs=1M --direct=1 --ioengine=libaio --iodepth=8 --numjobs=3 --time_based --runtime=600 --group_reporting --output=/dev/null",
+        hog_file.display()
+    )
+}
+
+/// What the IO scenario's two workloads do alone, with no agent and no class,
+/// measured once for all its setups: three times each, interleaved, the
+/// median kept. Measured apart before each setup, the reader's solo rate on
+/// the host's disk moved 854–1,751 MiB/s between the setups of one run, so
+/// their rows had different targets and their hogs different room.
+struct IoAlone {
+    solo: f64,
+    hog: f64,
+    solos: Vec<f64>,
+    hogs: Vec<f64>,
+}
+
+fn io_alone() -> IoAlone {
+    let (dev, gp_file, hog_file) = io_files();
+    let t = TestRoot::new("iso-io-alone");
+    t.workload("gp");
+    t.workload("hog");
+    let (gp, hog) = (cgroup(&t, "gp"), cgroup(&t, "hog"));
+    let (mut solos, mut hogs) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        solos.push(alone(&t, "gp", &fio_read(&gp_file, None), || {
+            rbytes(&gp, &dev)
+        }));
+        hogs.push(alone(&t, "hog", &io_hog_cmd(&hog_file), || {
+            rbytes(&hog, &dev)
+        }));
+    }
+    IoAlone {
+        solo: pct(&solos, 0.5),
+        hog: pct(&hogs, 0.5),
+        solos,
+        hogs,
+    }
+}
+
+/// IO: the protected workload reads sequentially at half its solo rate, its
+/// floor; the hog keeps 24 MiB of random reads in flight.
+fn io(setup: &'static str, copy: Option<&Weights>, alone: &IoAlone) -> (Outcome, Weights) {
+    let (dev, gp_file, hog_file) = io_files();
     let t = TestRoot::new(&format!("iso-io-{setup}"));
     t.workload("gp");
     t.workload("hog");
     let (gp, hog) = (cgroup(&t, "gp"), cgroup(&t, "hog"));
-    let hog_cmd = format!(
-        "exec fio --name=hog --filename={} --rw=randread --bs=1M --direct=1 --ioengine=libaio --iodepth=8 --numjobs=3 --time_based --runtime=600 --group_reporting --output=/dev/null",
-        hog_file.display()
-    );
-    // Each alone first, with no agent and no class; the GP's target is half
-    // of what it reads alone.
-    let solo = alone(&t, "gp", &fio_read(&gp_file, None), || rbytes(&gp, &dev));
-    let hog_alone = alone(&t, "hog", &hog_cmd, || rbytes(&hog, &dev));
+    let hog_cmd = io_hog_cmd(&hog_file);
+    // The GP's target is half of what it reads alone.
+    let (solo, hog_alone) = (alone.solo, alone.hog);
     let target = (solo * 0.5) as u64;
     let d = copy.is_none().then(|| daemon(&t, setup));
     if let Some(d) = &d {
@@ -438,10 +480,12 @@ fn io(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
             isolation: iso,
             conservation: hog_beside / hog_alone.max(1.0),
             detail: format!(
-                "target {:.0} MiB/s (solo {:.0}); hog alone {:.0}, beside {:.0} MiB/s; weights {weights:?}",
+                "target {:.0} MiB/s (solo {:.0}, the median of {:.0?}); hog alone {:.0} (of {:.0?}), beside {:.0} MiB/s; weights {weights:?}",
                 mib(target as f64),
                 mib(solo),
+                alone.solos.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
                 mib(hog_alone),
+                alone.hogs.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
                 mib(hog_beside)
             ),
         },
@@ -790,11 +834,13 @@ fn isolation_of_a_protected_workload_against_a_hog() {
         all.extend([net("darosd"), net("plain")]);
     }
     if wanted("io") {
-        let (on, w) = io("darosd", None);
+        // One target for the three setups, so that their rows compare.
+        let alone = io_alone();
+        let (on, w) = io("darosd", None, &alone);
         // iocost and the weights without the loop: what the loop adds.
-        let (no_loop, _) = io("iocost", None);
+        let (no_loop, _) = io("iocost", None, &alone);
         // Plain cgroups: iocost as the kernel had it before darosd (off).
-        let (off, _) = io("plain", Some(&w));
+        let (off, _) = io("plain", Some(&w), &alone);
         all.extend([on, no_loop, off]);
     }
     println!("ISOLATION {} s per run", secs());

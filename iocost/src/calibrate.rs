@@ -36,7 +36,13 @@ pub struct CalibrationPlan {
     /// IOs in flight for the 4 KiB patterns, sequential and random alike
     /// (threads, one IO each), so the two IOPS compare like for like.
     pub iops_depth: usize,
-    /// IOs in flight for the 1 MiB sequential reads.
+    /// IOs in flight for the 1 MiB sequential reads: enough to saturate the
+    /// device, as the kernel's `iocost_coef_gen.py` reads 128 MiB at a time
+    /// (split into the whole request queue). At 4 the model's `rbps` was 2.6
+    /// GB/s on a disk a deeper reader drove at 3.7, and iocost's budget, the
+    /// model × vrate, left a hog beside a protected reader only what the
+    /// under-measured ceiling allowed (docs/benchmarks.md, "IO with iocost's
+    /// latency targets").
     pub bandwidth_depth: usize,
 }
 
@@ -47,7 +53,7 @@ impl Default for CalibrationPlan {
             file_bytes: 256 << 20,
             max_fill: Duration::from_secs(10),
             iops_depth: 16,
-            bandwidth_depth: 4,
+            bandwidth_depth: 16,
         }
     }
 }

@@ -374,12 +374,19 @@ impl Loop {
             .iter()
             .filter_map(|(id, s)| s.rates(self.cfg.io_window).map(|r| (id.clone(), r)))
             .collect();
+        // Floors are judged over windows the workload spent on IO throughout;
+        // the holds size themselves by the plain rates.
+        let io_judged: BTreeMap<String, Rates> = self
+            .series
+            .iter()
+            .filter_map(|(id, s)| s.busy_io_rates(self.cfg.io_window).map(|r| (id.clone(), r)))
+            .collect();
         let t = now.saturating_duration_since(self.started);
         let ws = Arc::clone(&self.watch);
         let watched = &ws.workloads;
         let mut changed = false;
         for res in RESOURCES {
-            let obs = observations(res, watched, &rates, &io_rates);
+            let obs = observations(res, watched, &rates, &io_judged);
             let Some(policy) = self.policies.get_mut(&res) else {
                 continue;
             };

@@ -255,14 +255,45 @@ impl Series {
     /// Rates between the newest sample and the oldest one within `window`;
     /// `None` until two samples exist.
     pub fn rates(&self, window: Duration) -> Option<Rates> {
-        let last = self.ring.back()?;
-        let first = self
-            .ring
-            .iter()
-            .find(|s| last.at.saturating_duration_since(s.at) <= window && s.at < last.at)
-            .or_else(|| self.ring.iter().rev().nth(1))?;
-        Some(rates_between(first, last))
+        let first = self.window_start(window)?;
+        Some(rates_between(&self.ring[first], self.ring.back()?))
     }
+
+    /// Index of the oldest sample within `window` of the newest (the one
+    /// before the newest when none is), `None` until two samples exist.
+    fn window_start(&self, window: Duration) -> Option<usize> {
+        let last = self.ring.back()?;
+        self.ring
+            .iter()
+            .position(|s| last.at.saturating_duration_since(s.at) <= window && s.at < last.at)
+            .or_else(|| self.ring.len().checked_sub(2))
+    }
+
+    /// [`Self::rates`] for judging an IO floor: `None` while the window began
+    /// with the workload idle on IO (no byte moved and no IO stall in its first
+    /// step), so a workload that has just started or resumed reading is not
+    /// judged by a window it spent partly idle — the loop read a reader's first
+    /// second as "29 % of its floor" and held the hog for 3 s. A workload
+    /// starved of IO is never idle that way: it stalls. Without IO pressure
+    /// figures every window is judged.
+    pub fn busy_io_rates(&self, window: Duration) -> Option<Rates> {
+        let first = self.window_start(window)?;
+        let (a, b) = (self.ring.get(first)?, self.ring.get(first + 1)?);
+        if io_idle(a, b) {
+            return None;
+        }
+        Some(rates_between(a, self.ring.back()?))
+    }
+}
+
+/// No IO moved between `a` and `b` and the workload did not wait on IO
+/// (false when IO pressure is not known).
+fn io_idle(a: &Sample, b: &Sample) -> bool {
+    let stalled = match (a.stall_us[2], b.stall_us[2]) {
+        (Some(x), Some(y)) => y > x,
+        _ => return false,
+    };
+    !stalled && a.io == b.io
 }
 
 /// The content of `f`: from the stack buffer when it fits, else read whole into `buf`.
@@ -344,6 +375,71 @@ mod tests {
         assert_eq!(r.memory, 7);
         let c = sample(t0 + Duration::from_millis(60), 1, 0, 0);
         assert_eq!(rates_between(&b, &c).cpu_cores, 0.0);
+    }
+
+    fn io_sample(at: Instant, rb: u64, io_stall: Option<u64>) -> Sample {
+        Sample {
+            at,
+            cpu_ns: 0,
+            memory: 0,
+            io: vec![(254, 0, rb, 0)],
+            stall_us: [None, None, io_stall],
+        }
+    }
+
+    fn series(samples: Vec<Sample>) -> Series {
+        Series {
+            cpu: None,
+            memory: None,
+            io: None,
+            psi: [None, None, None],
+            io_buf: Vec::new(),
+            ring: samples.into(),
+            keep: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn an_io_window_that_began_idle_is_not_judged_but_a_starved_one_is() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let window = Duration::from_millis(1000);
+        // Idle for its first 400 ms, then reading: not judged until the
+        // window begins after the reads did.
+        let starting: Vec<Sample> = (0..=100)
+            .map(|i| {
+                let busy = i * 10 > 400;
+                let rb = if busy { (i - 40) * 1_000_000 } else { 0 };
+                io_sample(
+                    ms(i * 10),
+                    rb,
+                    Some(if busy { (i - 40) * 5_000 } else { 0 }),
+                )
+            })
+            .collect();
+        let s = series(starting.clone());
+        assert!(s.rates(window).is_some(), "plain rates still answer");
+        assert_eq!(s.busy_io_rates(window), None);
+        let mut later = starting;
+        later.extend(
+            (101..=150)
+                .map(|i| io_sample(ms(i * 10), (i - 40) * 1_000_000, Some((i - 40) * 5_000))),
+        );
+        let r = series(later)
+            .busy_io_rates(window)
+            .expect("judged once busy all window");
+        assert!((r.io_read() - 100e6).abs() < 1e6, "{}", r.io_read());
+        // Starved: no byte moves, but it waits on IO: judged (at 0 B/s).
+        let starved: Vec<Sample> = (0..=100)
+            .map(|i| io_sample(ms(i * 10), 0, Some(i * 9_000)))
+            .collect();
+        let r = series(starved)
+            .busy_io_rates(window)
+            .expect("a starved reader is judged");
+        assert_eq!(r.io_read(), 0.0);
+        // Without IO pressure figures, judged as before.
+        let blind: Vec<Sample> = (0..=100).map(|i| io_sample(ms(i * 10), 0, None)).collect();
+        assert!(series(blind).busy_io_rates(window).is_some());
     }
 
     #[test]
