@@ -340,12 +340,21 @@ impl Elections {
             let timeout = Duration::from_millis(self.timing.prevote_timeout_ms(rank, bands, frac));
             // Wakes when the timeout runs out rather than on a coarse tick (a 20 ms
             // tick added 10 ms to the median failover), and at least every 20 ms to
-            // see a new leader or membership.
-            let due = self.contact.remaining(timeout).max(
-                not_before
-                    .map(|t| t.saturating_duration_since(Instant::now()))
-                    .unwrap_or_default(),
-            );
+            // see a new leader or membership. A leader (or a server that is no voter)
+            // times nothing: every 20 ms. (Its contact is never touched, so the
+            // timeout had always run out, and the driver woke every millisecond on
+            // every leader, a single server's too.)
+            let timing =
+                voters.len() > 1 && voters.contains(&m.id) && m.state != ServerState::Leader;
+            let due = if timing {
+                self.contact.remaining(timeout).max(
+                    not_before
+                        .map(|t| t.saturating_duration_since(Instant::now()))
+                        .unwrap_or_default(),
+                )
+            } else {
+                Duration::from_millis(20)
+            };
             let nap = due.clamp(Duration::from_millis(1), Duration::from_millis(20));
             tokio::select! {
                 _ = tokio::time::sleep(nap) => {}
