@@ -1,9 +1,10 @@
 //! A member's description (its published key-values) at a version, the changes between two
 //! versions, the notice that announces a new one, and the descriptions a member holds.
 //!
-//! SWIM itself only says who is up. What each member publishes travels beside it: a ~30-byte
-//! [`Notice`] of the new version is the broadcast, and whoever holds an older version asks the
-//! owner, who answers with a [`Delta`] from the version the asker holds (or the whole
+//! SWIM itself only says who is up. What each member publishes travels beside it: a [`Notice`]
+//! of the new version is the broadcast, carrying the change from the version before when it is
+//! small; a member holding that version applies it, and whoever holds another asks the owner,
+//! who answers with a [`Delta`] from the version the asker holds (or the whole
 //! [`Description`]). A sha-256 of every (member, generation, version) held lets two members
 //! compare their views in 32 bytes.
 
@@ -113,12 +114,89 @@ pub struct Notice {
     pub version: u64,
     /// Where to ask (the owner's gossip address).
     pub addr: SocketAddr,
+    /// The change from the version before, when small ([`INLINE_CHANGE_MAX`]): a member
+    /// holding that version applies it and asks nothing. The ask and its answer were two
+    /// datagrams of ~95 bytes of headers each per change and member, two-thirds of what
+    /// republishing cost (1.7× Serf's bytes, docs/benchmarks.md). Absent from older members'
+    /// notices (see [`Notice::decode`]).
+    pub change: Option<Change>,
+}
+
+/// The keys a new version set and removed, from version `from` (the one before).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// The version this applies to.
+    pub from: u64,
+    /// Keys set (new or changed).
+    pub set: Vec<(String, String)>,
+    /// Keys removed.
+    pub removed: Vec<String>,
+}
+
+/// The largest change carried in a notice (bytes of its encoding): a notice is re-sent by
+/// every member several times, piggybacked on SWIM's packets, so a large one would crowd
+/// them; larger changes are fetched by an ask.
+pub const INLINE_CHANGE_MAX: usize = 160;
+
+/// A notice as members before inline changes encoded it.
+#[derive(Deserialize)]
+struct NoticeV1 {
+    node: String,
+    generation: u64,
+    version: u64,
+    addr: SocketAddr,
 }
 
 impl Notice {
     /// Where the noticed description stands.
     pub fn at(&self) -> At {
         (self.generation, self.version)
+    }
+
+    /// The notice of `new`, carrying the change from `old` (the version before) when small.
+    pub fn of(old: &Description, new: &Description, addr: SocketAddr) -> Self {
+        let delta = Delta::between(old, new);
+        let change = Change {
+            from: delta.from,
+            set: delta.set,
+            removed: delta.removed,
+        };
+        let small = old.generation == new.generation
+            && postcard::to_allocvec(&change).is_ok_and(|b| b.len() <= INLINE_CHANGE_MAX);
+        Notice {
+            node: new.node.clone(),
+            generation: new.generation,
+            version: new.version,
+            addr,
+            change: small.then_some(change),
+        }
+    }
+
+    /// Decodes a notice, an older member's (without a change) too. Older members decode ours:
+    /// postcard leaves the bytes after the fields they know unread.
+    pub fn decode(data: &[u8]) -> Result<Self, postcard::Error> {
+        postcard::from_bytes::<Notice>(data).or_else(|e| {
+            let v1: NoticeV1 = postcard::from_bytes(data).map_err(|_| e)?;
+            Ok(Notice {
+                node: v1.node,
+                generation: v1.generation,
+                version: v1.version,
+                addr: v1.addr,
+                change: None,
+            })
+        })
+    }
+
+    /// The change as a delta to apply, if the notice carries one.
+    pub fn delta(&self) -> Option<Delta> {
+        self.change.as_ref().map(|c| Delta {
+            node: self.node.clone(),
+            generation: self.generation,
+            from: c.from,
+            to: self.version,
+            set: c.set.clone(),
+            removed: c.removed.clone(),
+        })
     }
 }
 
@@ -315,6 +393,59 @@ mod tests {
         assert_eq!(got.get("gone"), None);
         // Applied again (or to any other version) it changes nothing.
         assert!(!d.apply(delta, now));
+    }
+
+    #[test]
+    fn a_small_change_rides_in_the_notice_and_applies_to_the_version_before() {
+        let now = Instant::now();
+        let addr: SocketAddr = "127.0.0.1:7946".parse().unwrap();
+        let v1 = desc("a", 1, 1, &[("role", "client"), ("usage", "1")]);
+        let v2 = desc("a", 1, 2, &[("role", "client"), ("usage", "2")]);
+        let n = Notice::of(&v1, &v2, addr);
+        let bytes = postcard::to_allocvec(&n).unwrap();
+        let back = Notice::decode(&bytes).unwrap();
+        assert_eq!(back, n);
+        let mut held = Descriptions::default();
+        held.take(v1.clone(), now);
+        assert!(held.apply(back.delta().expect("carried"), now));
+        assert_eq!(held.get("a"), Some(&v2));
+        // A member holding another version cannot use it (it asks instead).
+        let mut other = Descriptions::default();
+        other.take(desc("a", 1, 0, &[]), now);
+        assert!(!other.apply(n.delta().unwrap(), now));
+        // A large change is not carried; nor one across a restart.
+        let big = desc("a", 1, 3, &[("usage", &"x".repeat(INLINE_CHANGE_MAX))]);
+        assert_eq!(Notice::of(&v2, &big, addr).change, None);
+        let restarted = desc("a", 2, 1, &[("usage", "3")]);
+        assert_eq!(Notice::of(&v2, &restarted, addr).change, None);
+    }
+
+    #[test]
+    fn notices_of_older_and_newer_members_read_both_ways() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Old {
+            node: String,
+            generation: u64,
+            version: u64,
+            addr: SocketAddr,
+        }
+        let addr: SocketAddr = "10.0.0.1:7946".parse().unwrap();
+        let old = Old {
+            node: "a".into(),
+            generation: 1,
+            version: 4,
+            addr,
+        };
+        let n = Notice::decode(&postcard::to_allocvec(&old).unwrap()).unwrap();
+        assert_eq!((n.at(), n.addr, n.change), ((1, 4), addr, None));
+        // An older member reads ours, change and all, as the notice it knows.
+        let ours = Notice::of(
+            &desc("a", 1, 4, &[("k", "1")]),
+            &desc("a", 1, 5, &[("k", "2")]),
+            addr,
+        );
+        let read: Old = postcard::from_bytes(&postcard::to_allocvec(&ours).unwrap()).unwrap();
+        assert_eq!((read.version, read.addr), (5, addr));
     }
 
     #[test]

@@ -189,13 +189,17 @@ impl BroadcastHandler<SwimId> for Notices {
         data: &[u8],
         _: Option<&SwimId>,
     ) -> Result<Option<NoticeKey>, BadNotice> {
-        let n: Notice = postcard::from_bytes(data).map_err(BadNotice)?;
+        let n = Notice::decode(data).map_err(BadNotice)?;
         let at = n.at();
         let mut s = lock(&self.shared);
         if s.noticed.get(&n.node).is_some_and(|(old, _)| *old >= at) {
             return Ok(None);
         }
         s.noticed.insert(n.node.clone(), (at, n.addr));
+        // The change it carries, where it applies to the version held: nothing to ask.
+        if let Some(delta) = n.delta() {
+            s.descriptions.apply(delta, Instant::now());
+        }
         if s.descriptions.at(&n.node).is_none_or(|h| h < at) {
             s.wanted.push(n.node.clone());
         }
@@ -497,6 +501,7 @@ impl Loop {
 
     /// Publishes a change of this member's description: a new version, and its notice.
     fn publish(&mut self, kv: Vec<(String, String)>) {
+        let before = self.own.clone();
         let mut changed = false;
         for (k, v) in &kv {
             changed |= self.own.set(k, v);
@@ -510,12 +515,7 @@ impl Loop {
             self.history.pop_front();
         }
         lock(&self.shared).take(self.own.clone(), Instant::now());
-        let notice = Notice {
-            node: self.own.node.clone(),
-            generation: self.own.generation,
-            version: self.own.version,
-            addr: self.foca.identity().addr,
-        };
+        let notice = Notice::of(&before, &self.own, self.foca.identity().addr);
         match postcard::to_allocvec(&notice) {
             Ok(b) => {
                 if let Err(e) = self.foca.add_broadcast(&b) {

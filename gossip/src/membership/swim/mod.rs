@@ -6,8 +6,9 @@
 //! (docs/benchmarks.md, "Gossip: D-AROS beside Serf").
 //!
 //! What each member publishes: a [`Description`]; a notice of each new version is the
-//! broadcast, and the description (or the keys changed since the version held) is fetched
-//! from its owner.
+//! broadcast, with the keys changed when they are few; otherwise (or for a member that missed
+//! the version before) the description, or the keys changed since the version held, is
+//! fetched from its owner.
 
 mod description;
 mod engine;
