@@ -90,8 +90,8 @@ impl Timing {
         c.probe_rtt = self.probe / 2;
         c.suspect_to_down_after = self.suspicion(members);
         c.remove_down_after = self.dead_grace;
-        // memberlist's retransmissions (4 × ceil(log10(N + 1))), for membership changes and
-        // notices alike: a member misses a notice with probability ~e^-count, and the asks
+        // foca's LAN retransmissions, floor(4 × log10(N + 1)) (8 at 150, 12 at 1,000; memberlist
+        // rounds the logarithm up: 12 at 150), for membership changes and notices alike: a member misses a notice with probability ~e^-count, and the asks
         // and the 30 s pull repair what it missed. (Twice that made joining 1,000 members on
         // one 2-core host slower, not surer.)
         c.max_packet_size = NonZeroUsize::new(MAX_PACKET).unwrap_or(NonZeroUsize::MIN);
