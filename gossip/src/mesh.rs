@@ -286,6 +286,7 @@ impl Mesh {
             config.max_frame,
         ));
         let registry = Arc::new(Registry::new(Some(fence.clone())).with_stats(rpc.stats()));
+        rpc.serve_dialed(&registry, creds.cluster_id.clone());
 
         let raft = match creds.role {
             Role::Server => {
@@ -348,6 +349,7 @@ impl Mesh {
             handle.inner.registry.clone(),
             handle.inner.creds.cluster_id.clone(),
             handle.inner.config.max_frame,
+            Some(handle.inner.rpc.clone()),
         ));
         let hints = tokio::spawn(publish_coordinator(Arc::downgrade(&handle.inner)));
         if let Ok(mut t) = handle.inner.tasks.lock() {
@@ -365,7 +367,10 @@ impl Mesh {
     }
 }
 
-/// Keeps this node's coordinator hint in gossip current.
+/// Keeps a server's coordinator hint in gossip current. Only servers publish one:
+/// clients read the servers' alone, and a client repeating it made every leader
+/// change a description change of every member — 1,000 notices to carry to
+/// everyone at the moment of a failover, at 1,000 agents.
 async fn publish_coordinator<S: ReplicatedState>(inner: Weak<Inner<S>>) {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
@@ -373,23 +378,14 @@ async fn publish_coordinator<S: ReplicatedState>(inner: Weak<Inner<S>>) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let hint = match &inner.raft {
-            Some(r) => {
-                let s = r.status();
-                s.leader.map(|leader| CoordinatorHint {
-                    leader,
-                    term: s.term,
-                })
-            }
-            None => {
-                // Client agents repeat the freshest hint they hear from servers.
-                let g = inner.membership.read().await;
-                match g.as_ref() {
-                    Some(m) => best_hint(&m.servers().await),
-                    None => None,
-                }
-            }
+        let Some(r) = &inner.raft else {
+            return;
         };
+        let s = r.status();
+        let hint = s.leader.map(|leader| CoordinatorHint {
+            leader,
+            term: s.term,
+        });
         if let Some(m) = inner.membership.read().await.as_ref() {
             m.set_coordinator(hint.as_ref()).await;
         }

@@ -1,7 +1,8 @@
 //! Metrics of the mesh's transports on every agent (issue 16): gossip bytes
 //! and datagrams, datagrams refused (did not authenticate, unknown key
 //! epoch, stale, malformed, undecodable), RPC calls and errors by code on
-//! each side, failed handshakes, and the raft log's size (entries held past
+//! each side, failed handshakes, connections dialed and calls over a peer's
+//! connection, and the raft log's size (entries held past
 //! the last purge, bytes of the mesh database on disk).
 
 use std::fmt;
@@ -24,6 +25,8 @@ pub struct TransportSeen {
     rpc_calls: Vec<(Side, u64)>,
     rpc_errors: Vec<(Side, String, u64)>,
     handshakes_failed: u64,
+    dialed: u64,
+    on_peer_connections: u64,
     log_entries: Option<u64>,
     storage_bytes: Option<u64>,
 }
@@ -59,6 +62,8 @@ impl TransportSeen {
             ],
             rpc_errors,
             handshakes_failed: r.handshakes_failed(),
+            dialed: r.dialed(),
+            on_peer_connections: r.on_peer_connections(),
             log_entries: status.and_then(|s| {
                 s.last_log_index
                     .map(|l| l.saturating_sub(s.purged_index.unwrap_or(0)))
@@ -130,6 +135,20 @@ impl TransportSeen {
             "Incoming QUIC connections whose mutual-TLS handshake failed (no certificate of this cluster).",
             Counter,
             vec![(Vec::new(), self.handshakes_failed as f64)],
+        )?;
+        family(
+            enc,
+            "daros_rpc_connections_dialed",
+            "QUIC connections this node dialed (handshake done); a peer that dialed this node is called over its connection instead.",
+            Counter,
+            vec![(Vec::new(), self.dialed as f64)],
+        )?;
+        family(
+            enc,
+            "daros_rpc_calls_on_peer_connections",
+            "Mesh RPC calls this node made over a connection the peer had dialed to it.",
+            Counter,
+            vec![(Vec::new(), self.on_peer_connections as f64)],
         )?;
         if let Some(n) = self.log_entries {
             family(

@@ -213,17 +213,9 @@ impl Membership {
     /// bench).
     pub async fn servers(&self) -> Vec<Member> {
         let s = lock(&self.engine.shared);
-        let server = Role::Server.as_str();
-        let mut names: Vec<&String> = s
-            .descriptions
-            .iter()
-            .filter(|d| d.get(keys::ROLE) == Some(server))
-            .map(|d| &d.node)
-            .collect();
-        names.sort();
         let now = Instant::now();
-        names
-            .into_iter()
+        s.descriptions
+            .servers()
             .filter_map(|n| self.view(&s, n, now))
             .collect()
     }

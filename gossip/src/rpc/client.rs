@@ -12,8 +12,11 @@ use tokio::sync::Mutex;
 
 use super::error::{ErrorCode, RpcError};
 use super::frame;
+use super::handler::Registry;
+use super::server::serve_connection;
 use super::stats::{RpcStats, Side};
 use super::wire::{Reply, Request};
+use crate::tls;
 
 /// A handshake in progress, shared by every caller that waits for it.
 type Handshake = Shared<BoxFuture<'static, Result<quinn::Connection, String>>>;
@@ -28,11 +31,33 @@ enum Slot {
     Connecting(Handshake),
 }
 
+/// Serves the calls a peer makes on a connection this node dialed.
+#[derive(Clone)]
+struct Serving {
+    /// Weak: the registry's handlers hold this client.
+    registry: std::sync::Weak<Registry>,
+    cluster_id: String,
+}
+
 /// An RPC client: one cached connection per (address, node id).
+///
+/// A connection works both ways, as Nomad's servers reach their clients over
+/// the connection each client opened: a call to a peer goes over one this
+/// node dialed or, failing that, over one the peer dialed here (lent by
+/// [`super::serve`], by the node id its certificate proves), and dials only
+/// when there is neither. After a leader change every agent dials the new
+/// leader and the leader would dial every agent: one handshake per pair
+/// instead of two, and the leader's calls reach agents whose endpoint cannot
+/// take a handshake in time (or at all, behind NAT).
 pub struct RpcClient {
     endpoint: quinn::Endpoint,
     config: quinn::ClientConfig,
     conns: Mutex<HashMap<(SocketAddr, String), Slot>>,
+    /// Connections peers dialed to this node, by their verified node id.
+    lent: std::sync::Mutex<HashMap<String, quinn::Connection>>,
+    /// Set when this node serves calls: then it also serves them on the
+    /// connections it dials.
+    serving: std::sync::OnceLock<Serving>,
     max_frame: usize,
     connect_timeout: Duration,
     stats: Arc<RpcStats>,
@@ -101,6 +126,8 @@ impl RpcClient {
             endpoint,
             config,
             conns: Mutex::default(),
+            lent: std::sync::Mutex::default(),
+            serving: std::sync::OnceLock::new(),
             max_frame,
             connect_timeout: CONNECT_TIMEOUT,
             stats: Arc::default(),
@@ -111,6 +138,46 @@ impl RpcClient {
     /// node's [`super::Registry`] for one view of both sides).
     pub fn stats(&self) -> Arc<RpcStats> {
         self.stats.clone()
+    }
+
+    /// Serves calls from `registry` on every connection this client dials from
+    /// now on, so that the peer may call back over it (set once).
+    pub fn serve_dialed(&self, registry: &Arc<Registry>, cluster_id: String) {
+        let _ = self.serving.set(Serving {
+            registry: Arc::downgrade(registry),
+            cluster_id,
+        });
+    }
+
+    /// Lends this client a connection `node` dialed (its certificate proved the id).
+    pub(crate) fn adopt(&self, node: &str, conn: &quinn::Connection) {
+        if let Ok(mut lent) = self.lent.lock() {
+            lent.insert(node.to_string(), conn.clone());
+        }
+    }
+
+    /// Takes back a lent connection that closed (unless a newer one replaced it).
+    pub(crate) fn release(&self, node: &str, conn: &quinn::Connection) {
+        if let Ok(mut lent) = self.lent.lock()
+            && lent
+                .get(node)
+                .is_some_and(|c| c.stable_id() == conn.stable_id())
+        {
+            lent.remove(node);
+        }
+    }
+
+    /// An open connection `node` dialed to this node.
+    fn lent_by(&self, node: &str) -> Option<quinn::Connection> {
+        let mut lent = self.lent.lock().ok()?;
+        match lent.get(node) {
+            Some(c) if c.close_reason().is_none() => Some(c.clone()),
+            Some(_) => {
+                lent.remove(node);
+                None
+            }
+            None => None,
+        }
     }
 
     async fn connection(&self, t: &Target) -> Result<(quinn::Connection, bool), RpcError> {
@@ -125,15 +192,35 @@ impl RpcClient {
         // this call's answer: one fresh attempt follows.
         for _ in 0..2 {
             let mut conns = self.conns.lock().await;
+            if let Some(Slot::Open(c)) = conns.get(&key)
+                && c.close_reason().is_none()
+            {
+                return Ok((c.clone(), true));
+            }
+            if let Some(c) = self.lent_by(&t.node) {
+                self.stats.count_on_peer_connection();
+                return Ok((c, true));
+            }
             let handshake = match conns.get(&key) {
-                Some(Slot::Open(c)) if c.close_reason().is_none() => return Ok((c.clone(), true)),
                 Some(Slot::Connecting(h)) => h.clone(),
                 _ => {
                     let connecting = self
                         .endpoint
                         .connect_with(self.config.clone(), t.addr, &t.node)
                         .map_err(|e| unreachable(e.to_string()))?;
-                    let task = tokio::spawn(connecting);
+                    let serving = self.serving.get().cloned();
+                    let (stats, max_frame) = (self.stats.clone(), self.max_frame);
+                    let task = tokio::spawn(async move {
+                        let conn = connecting.await?;
+                        stats.count_dialed();
+                        if let Some(s) = serving
+                            && let Some(registry) = s.registry.upgrade()
+                        {
+                            let peer = tls::peer_identity(&conn, &s.cluster_id);
+                            tokio::spawn(serve_connection(conn.clone(), peer, registry, max_frame));
+                        }
+                        Ok::<_, quinn::ConnectionError>(conn)
+                    });
                     let h: Handshake = async move {
                         match task.await {
                             Ok(r) => r.map_err(|e| e.to_string()),
@@ -189,8 +276,12 @@ impl RpcClient {
         }
     }
 
+    /// Drops the connection to `t` that just failed, dialed or lent.
     async fn forget(&self, t: &Target) {
         self.conns.lock().await.remove(&(t.addr, t.node.clone()));
+        if let Ok(mut lent) = self.lent.lock() {
+            lent.remove(&t.node);
+        }
     }
 
     async fn open(
@@ -352,5 +443,95 @@ mod tests {
         );
         let (_, cached) = client.connection(&target).await.unwrap();
         assert!(cached);
+    }
+
+    /// A server calls back an agent over the connection the agent dialed, although
+    /// the agent's endpoint cannot take a handshake at all; the caller's
+    /// certificate on that call is the server's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_is_called_back_over_the_connection_it_dialed() {
+        use crate::rpc::{Access, CallContext, Registry};
+        use serde_json::json;
+        let ca = ClusterCa::init("c1").unwrap();
+        let s1 = ca
+            .issue_local(&NodeId::new("s1").unwrap(), Role::Server)
+            .unwrap();
+        let a1 = ca
+            .issue_local(&NodeId::new("a1").unwrap(), Role::Client)
+            .unwrap();
+        let who = |ctx: CallContext, _b: Value| async move {
+            Ok(json!(ctx.peer.map(|p| p.node_id.as_str().to_string())))
+        };
+
+        let server_ep = quinn::Endpoint::server(
+            tls::server_config(&s1).unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        let server_addr = server_ep.local_addr().unwrap();
+        let server = Arc::new(RpcClient::new(
+            server_ep.clone(),
+            tls::client_config(&s1).unwrap(),
+            1 << 16,
+        ));
+        let server_reg = Arc::new(Registry::new(None).with_stats(server.stats()));
+        server_reg.unary("test.who", Access::Member, who);
+        tokio::spawn(crate::rpc::serve(
+            server_ep,
+            server_reg,
+            "c1".into(),
+            1 << 16,
+            Some(server.clone()),
+        ));
+
+        // The agent's endpoint has no server configuration: no handshake reaches it.
+        let agent_ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let agent_addr = agent_ep.local_addr().unwrap();
+        let agent = RpcClient::new(agent_ep.clone(), tls::client_config(&a1).unwrap(), 1 << 16);
+        let agent_reg = Arc::new(Registry::new(None));
+        agent_reg.unary("test.who", Access::Server, who);
+        agent.serve_dialed(&agent_reg, "c1".into());
+
+        let timeout = Duration::from_secs(5);
+        let to_server = Target::new(server_addr, "s1");
+        let r = agent
+            .call(&to_server, &Request::new("test.who", Value::Null), timeout)
+            .await
+            .unwrap();
+        assert_eq!(r, json!("a1"));
+        let r = server
+            .call(
+                &Target::new(agent_addr, "a1"),
+                &Request::new("test.who", Value::Null),
+                timeout,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r, json!("s1"), "the agent saw the server's certificate");
+        assert_eq!(agent_ep.open_connections(), 1);
+        assert_eq!(server.stats().dialed(), 0);
+        assert_eq!(server.stats().on_peer_connections(), 1);
+        assert_eq!(agent.stats().dialed(), 1);
+
+        // Once that connection is gone the server dials, and an agent that takes
+        // no handshakes is unreachable.
+        agent_ep.close(0u32.into(), b"gone");
+        let deadline = std::time::Instant::now() + timeout;
+        while server.lent_by("a1").is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the close never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let e = server
+            .call(
+                &Target::new(agent_addr, "a1"),
+                &Request::new("test.who", Value::Null),
+                timeout,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unreachable, "{e}");
     }
 }

@@ -4,23 +4,29 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::client::RpcClient;
 use super::error::RpcError;
 use super::frame;
 use super::handler::{CallContext, Kind, PushSink, Registry};
 use super::stats::{RpcStats, Side};
 use super::wire::{Reply, Request};
+use crate::identity::PeerIdentity;
 use crate::tls;
 
-/// Accepts connections on `endpoint` until it is closed.
+/// Accepts connections on `endpoint` until it is closed. A connection from a peer
+/// with a verified identity is lent to `client` for the calls this node makes to
+/// that peer (see [`RpcClient`]).
 pub async fn serve(
     endpoint: quinn::Endpoint,
     registry: Arc<Registry>,
     cluster_id: String,
     max_frame: usize,
+    client: Option<Arc<RpcClient>>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         let registry = registry.clone();
         let cluster_id = cluster_id.clone();
+        let client = client.clone();
         tokio::spawn(async move {
             let remote = incoming.remote_address();
             let conn = match incoming.await {
@@ -33,22 +39,44 @@ pub async fn serve(
             };
             let peer = tls::peer_identity(&conn, &cluster_id);
             tracing::debug!(%remote, peer = ?peer, "RPC connection");
-            loop {
-                let (send, recv) = match conn.accept_bi().await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::debug!(%remote, error = %e, "RPC connection closed");
-                        return;
-                    }
-                };
-                let ctx = CallContext {
-                    peer: peer.clone(),
-                    remote,
-                    fence: None,
-                };
-                tokio::spawn(handle_stream(registry.clone(), ctx, send, recv, max_frame));
+            let lent = match (&client, &peer) {
+                (Some(c), Some(p)) => {
+                    c.adopt(p.node_id.as_str(), &conn);
+                    Some((c, p.node_id.as_str().to_string()))
+                }
+                _ => None,
+            };
+            serve_connection(conn.clone(), peer, registry, max_frame).await;
+            if let Some((c, node)) = lent {
+                c.release(&node, &conn);
             }
         });
+    }
+}
+
+/// Serves the calls a peer makes on one connection, whichever side dialed it,
+/// until it closes.
+pub(crate) async fn serve_connection(
+    conn: quinn::Connection,
+    peer: Option<PeerIdentity>,
+    registry: Arc<Registry>,
+    max_frame: usize,
+) {
+    let remote = conn.remote_address();
+    loop {
+        let (send, recv) = match conn.accept_bi().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(%remote, error = %e, "RPC connection closed");
+                return;
+            }
+        };
+        let ctx = CallContext {
+            peer: peer.clone(),
+            remote,
+            fence: None,
+        };
+        tokio::spawn(handle_stream(registry.clone(), ctx, send, recv, max_frame));
     }
 }
 

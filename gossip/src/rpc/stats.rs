@@ -1,6 +1,7 @@
 //! Counters of the RPC layer (issue 16, "RPC errors by kind"): calls served
 //! and made, and the errors of each side by [`ErrorCode`], plus QUIC
-//! handshakes that failed (a peer without a certificate of this cluster).
+//! handshakes that failed (a peer without a certificate of this cluster),
+//! connections dialed, and calls made over a connection the peer dialed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,6 +38,8 @@ pub struct RpcStats {
     served: SideStats,
     made: SideStats,
     handshakes_failed: AtomicU64,
+    dialed: AtomicU64,
+    on_peer_connections: AtomicU64,
 }
 
 impl RpcStats {
@@ -59,6 +62,26 @@ impl RpcStats {
     /// Counts an incoming connection whose handshake failed.
     pub fn count_handshake_failure(&self) {
         self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection this node dialed (its handshake done).
+    pub fn count_dialed(&self) {
+        self.dialed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a call made over a connection the peer had dialed.
+    pub fn count_on_peer_connection(&self) {
+        self.on_peer_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections this node dialed.
+    pub fn dialed(&self) -> u64 {
+        self.dialed.load(Ordering::Relaxed)
+    }
+
+    /// Calls made over a connection the peer had dialed.
+    pub fn on_peer_connections(&self) -> u64 {
+        self.on_peer_connections.load(Ordering::Relaxed)
     }
 
     /// Calls on side `s`.
