@@ -351,10 +351,15 @@ impl Mesh {
             handle.inner.config.max_frame,
             Some(handle.inner.rpc.clone()),
         ));
-        let hints = tokio::spawn(publish_coordinator(Arc::downgrade(&handle.inner)));
+        // Servers alone publish a coordinator hint (see `publish_coordinator`).
+        let hints = handle
+            .inner
+            .raft
+            .is_some()
+            .then(|| tokio::spawn(publish_coordinator(Arc::downgrade(&handle.inner))));
         if let Ok(mut t) = handle.inner.tasks.lock() {
             t.push(serve);
-            t.push(hints);
+            t.extend(hints);
         }
         tracing::info!(
             node = %handle.inner.creds.node_id,
@@ -379,7 +384,7 @@ async fn publish_coordinator<S: ReplicatedState>(inner: Weak<Inner<S>>) {
             return;
         };
         let Some(r) = &inner.raft else {
-            return;
+            return; // a client: it has no hint of its own
         };
         let s = r.status();
         let hint = s.leader.map(|leader| CoordinatorHint {

@@ -396,19 +396,20 @@ impl RpcClient {
 mod tests {
     use super::*;
     use crate::pki::ClusterCa;
+    use crate::pki::NodeCredentials;
     use crate::{NodeId, Role, tls};
+
+    /// Credentials of cluster `c1` for each (node, role).
+    fn creds<const N: usize>(nodes: [(&str, Role); N]) -> [NodeCredentials; N] {
+        let ca = ClusterCa::init("c1").unwrap();
+        nodes.map(|(n, r)| ca.issue_local(&NodeId::new(n).unwrap(), r).unwrap())
+    }
 
     /// A handshake the server completes only after the first call gave up is the
     /// one the next call gets: no second handshake is started.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_handshake_outlives_one_calls_timeout() {
-        let ca = ClusterCa::init("c1").unwrap();
-        let s1 = ca
-            .issue_local(&NodeId::new("s1").unwrap(), Role::Server)
-            .unwrap();
-        let c1 = ca
-            .issue_local(&NodeId::new("c1").unwrap(), Role::Client)
-            .unwrap();
+        let [s1, c1] = creds([("s1", Role::Server), ("c1", Role::Client)]);
         let server = quinn::Endpoint::server(
             tls::server_config(&s1).unwrap(),
             "127.0.0.1:0".parse().unwrap(),
@@ -452,13 +453,7 @@ mod tests {
     async fn a_peer_is_called_back_over_the_connection_it_dialed() {
         use crate::rpc::{Access, CallContext, Registry};
         use serde_json::json;
-        let ca = ClusterCa::init("c1").unwrap();
-        let s1 = ca
-            .issue_local(&NodeId::new("s1").unwrap(), Role::Server)
-            .unwrap();
-        let a1 = ca
-            .issue_local(&NodeId::new("a1").unwrap(), Role::Client)
-            .unwrap();
+        let [s1, a1] = creds([("s1", Role::Server), ("a1", Role::Client)]);
         let who = |ctx: CallContext, _b: Value| async move {
             Ok(json!(ctx.peer.map(|p| p.node_id.as_str().to_string())))
         };
