@@ -494,14 +494,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(r, json!("a1"));
-        let r = server
-            .call(
-                &Target::new(agent_addr, "a1"),
-                &Request::new("test.who", Value::Null),
-                timeout,
-            )
-            .await
-            .unwrap();
+        let (to_agent, who_req) = (
+            Target::new(agent_addr, "a1"),
+            Request::new("test.who", Value::Null),
+        );
+        let r = server.call(&to_agent, &who_req, timeout).await.unwrap();
         assert_eq!(r, json!("s1"), "the agent saw the server's certificate");
         assert_eq!(agent_ep.open_connections(), 1);
         assert_eq!(server.stats().dialed(), 0);
@@ -519,14 +516,7 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let e = server
-            .call(
-                &Target::new(agent_addr, "a1"),
-                &Request::new("test.who", Value::Null),
-                timeout,
-            )
-            .await
-            .unwrap_err();
+        let e = server.call(&to_agent, &who_req, timeout).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::Unreachable, "{e}");
     }
 }
