@@ -83,59 +83,74 @@ impl Coordinator {
             out.entry(n.spec.name.clone()).or_default();
         }
         for e in self.apps.values() {
-            if !e.phase.holds_placements() {
-                continue;
-            }
-            let spec_of = |v: u32| e.version(v).map(|av| av.spec.as_ref());
-            let baseline = e
-                .effective
-                .as_ref()
-                .map(|p| p.security.clone())
-                .unwrap_or_default();
-            let namespace = self.namespace_of(&e.key.tenant);
-            let ns = namespace.as_deref();
-            for (k, inst) in &e.runtime.instances {
-                if let Some(old) = &inst.replacing
-                    && !old.stop_requested
-                    && !old.stopped
-                    && let (Some(node), Some(spec)) = (&old.node, spec_of(old.version))
-                    && let Some(w) = spec.workload(&k.workload)
-                {
-                    out.entry(node.clone())
-                        .or_default()
-                        .instances
-                        .push(DesiredStart {
-                            instance: InstanceId {
-                                app: e.key.clone(),
-                                workload: k.workload.clone(),
-                                replica: k.replica,
-                                version: old.version,
-                            },
-                            placement: old.placement,
-                            attempt: 1,
-                            not_before: None,
-                            launch: WorkloadLaunch {
-                                env: self.env_of(&e.key.tenant, w),
-                                ..launch_of(spec, w, &baseline, ns)
-                            },
-                        });
-                }
-                let Some((Requested::Start(attempt), _)) = inst.requested else {
-                    continue;
-                };
-                let (Some(node), Some(spec)) = (&inst.node, spec_of(inst.version)) else {
-                    continue;
-                };
-                let Some(w) = spec.workload(&k.workload) else {
-                    continue;
-                };
-                let not_before = (attempt > 1 && inst.restarts > 0).then(|| {
-                    inst.since.plus(
-                        spec.lifecycle_of(w)
-                            .backoff
-                            .delay(inst.restarts.saturating_sub(1)),
-                    )
-                });
+            self.work_of_app(e, None, &mut out);
+        }
+        out
+    }
+
+    /// The desired work of node `node`: `None` when it has none and is not
+    /// registered (what [`Coordinator::desired_work`] leaves out).
+    pub fn desired_work_of(&self, node: &str) -> Option<DesiredWork> {
+        let mut out: BTreeMap<String, DesiredWork> = BTreeMap::new();
+        if self.cluster.index_of(node).is_some() {
+            out.insert(node.to_string(), DesiredWork::default());
+        }
+        for e in self.apps.touching(node) {
+            self.work_of_app(e, Some(node), &mut out);
+        }
+        out.remove(node)
+    }
+
+    /// The desired work a reader at `cursor` lacks, and its new cursor: the
+    /// work of the nodes changed since, or every node's.
+    pub fn desired_work_since(
+        &self,
+        cursor: Option<super::work_changes::WorkCursor>,
+    ) -> (
+        super::work_changes::WorkCursor,
+        super::work_changes::WorkUpdate,
+    ) {
+        use super::work_changes::WorkUpdate;
+        let update = match self.work.since(cursor) {
+            None => WorkUpdate::All(self.desired_work()),
+            Some(nodes) => WorkUpdate::Nodes(
+                nodes
+                    .into_iter()
+                    .map(|n| (n.to_string(), self.desired_work_of(n)))
+                    .collect(),
+            ),
+        };
+        (self.work.cursor(), update)
+    }
+
+    /// What application `e` adds to each node's work (only to `only`'s,
+    /// when given).
+    fn work_of_app(
+        &self,
+        e: &super::entry::AppEntry,
+        only: Option<&str>,
+        out: &mut BTreeMap<String, DesiredWork>,
+    ) {
+        let wanted = |node: &String| only.is_none_or(|o| o == node);
+        if !e.phase.holds_placements() {
+            return;
+        }
+        let spec_of = |v: u32| e.version(v).map(|av| av.spec.as_ref());
+        let baseline = e
+            .effective
+            .as_ref()
+            .map(|p| p.security.clone())
+            .unwrap_or_default();
+        let namespace = self.namespace_of(&e.key.tenant);
+        let ns = namespace.as_deref();
+        for (k, inst) in &e.runtime.instances {
+            if let Some(old) = &inst.replacing
+                && !old.stop_requested
+                && !old.stopped
+                && let (Some(node), Some(spec)) = (&old.node, spec_of(old.version))
+                && wanted(node)
+                && let Some(w) = spec.workload(&k.workload)
+            {
                 out.entry(node.clone())
                     .or_default()
                     .instances
@@ -144,72 +159,111 @@ impl Coordinator {
                             app: e.key.clone(),
                             workload: k.workload.clone(),
                             replica: k.replica,
-                            version: inst.version,
+                            version: old.version,
                         },
-                        placement: inst.placement,
-                        attempt,
-                        not_before,
+                        placement: old.placement,
+                        attempt: 1,
+                        not_before: None,
                         launch: WorkloadLaunch {
                             env: self.env_of(&e.key.tenant, w),
                             ..launch_of(spec, w, &baseline, ns)
                         },
                     });
             }
-            for ((wname, jname), st) in &e.runtime.jobs {
-                if st.requested_at.is_none() || st.attempts == 0 {
-                    continue;
-                }
-                let (Some(node), Some(spec)) = (&st.node, spec_of(st.version)) else {
-                    continue;
-                };
-                if wname == super::workflow::WORKFLOW_JOBS {
-                    let step = spec.spec.workflow.as_ref().and_then(|wf| wf.step(jname));
-                    if let Some(launch) = step.and_then(|s| self.job_launch(e, s).ok()) {
-                        out.entry(node.clone()).or_default().jobs.push(DesiredRun {
-                            job: InitJobId {
-                                app: e.key.clone(),
-                                workload: wname.clone(),
-                                job: jname.clone(),
-                                version: st.version,
-                            },
-                            run: st.run,
-                            attempt: st.attempts,
-                            launch,
-                        });
-                    }
-                    continue;
-                }
-                let Some(w) = spec.workload(wname) else {
-                    continue;
-                };
-                let all = w.all_init_jobs();
-                let Some((_, j)) = all.iter().find(|(_, j)| &j.name == jname) else {
-                    continue;
-                };
-                out.entry(node.clone()).or_default().jobs.push(DesiredRun {
-                    job: InitJobId {
+            let Some((Requested::Start(attempt), _)) = inst.requested else {
+                continue;
+            };
+            let (Some(node), Some(spec)) = (&inst.node, spec_of(inst.version)) else {
+                continue;
+            };
+            if !wanted(node) {
+                continue;
+            }
+            let Some(w) = spec.workload(&k.workload) else {
+                continue;
+            };
+            let not_before = (attempt > 1 && inst.restarts > 0).then(|| {
+                inst.since.plus(
+                    spec.lifecycle_of(w)
+                        .backoff
+                        .delay(inst.restarts.saturating_sub(1)),
+                )
+            });
+            out.entry(node.clone())
+                .or_default()
+                .instances
+                .push(DesiredStart {
+                    instance: InstanceId {
                         app: e.key.clone(),
-                        workload: wname.clone(),
-                        job: jname.clone(),
-                        version: st.version,
+                        workload: k.workload.clone(),
+                        replica: k.replica,
+                        version: inst.version,
                     },
-                    run: st.run,
-                    attempt: st.attempts,
-                    launch: JobLaunch {
-                        security: crate::policy::security::context_of(&w.security, &baseline),
-                        namespace: namespace.clone(),
-                        runtime: j.runtime.unwrap_or(w.runtime),
-                        image: j.image.clone(),
-                        resources: j.resources,
-                        timeout: j.timeout,
-                        runtime_spec: j.runtime_spec.clone(),
+                    placement: inst.placement,
+                    attempt,
+                    not_before,
+                    launch: WorkloadLaunch {
                         env: self.env_of(&e.key.tenant, w),
-                        volumes: crate::traits::storage::volumes(&w.traits),
+                        ..launch_of(spec, w, &baseline, ns)
                     },
                 });
-            }
         }
-        out
+        for ((wname, jname), st) in &e.runtime.jobs {
+            if st.requested_at.is_none() || st.attempts == 0 {
+                continue;
+            }
+            let (Some(node), Some(spec)) = (&st.node, spec_of(st.version)) else {
+                continue;
+            };
+            if !wanted(node) {
+                continue;
+            }
+            if wname == super::workflow::WORKFLOW_JOBS {
+                let step = spec.spec.workflow.as_ref().and_then(|wf| wf.step(jname));
+                if let Some(launch) = step.and_then(|s| self.job_launch(e, s).ok()) {
+                    out.entry(node.clone()).or_default().jobs.push(DesiredRun {
+                        job: InitJobId {
+                            app: e.key.clone(),
+                            workload: wname.clone(),
+                            job: jname.clone(),
+                            version: st.version,
+                        },
+                        run: st.run,
+                        attempt: st.attempts,
+                        launch,
+                    });
+                }
+                continue;
+            }
+            let Some(w) = spec.workload(wname) else {
+                continue;
+            };
+            let all = w.all_init_jobs();
+            let Some((_, j)) = all.iter().find(|(_, j)| &j.name == jname) else {
+                continue;
+            };
+            out.entry(node.clone()).or_default().jobs.push(DesiredRun {
+                job: InitJobId {
+                    app: e.key.clone(),
+                    workload: wname.clone(),
+                    job: jname.clone(),
+                    version: st.version,
+                },
+                run: st.run,
+                attempt: st.attempts,
+                launch: JobLaunch {
+                    security: crate::policy::security::context_of(&w.security, &baseline),
+                    namespace: namespace.clone(),
+                    runtime: j.runtime.unwrap_or(w.runtime),
+                    image: j.image.clone(),
+                    resources: j.resources,
+                    timeout: j.timeout,
+                    runtime_spec: j.runtime_spec.clone(),
+                    env: self.env_of(&e.key.tenant, w),
+                    volumes: crate::traits::storage::volumes(&w.traits),
+                },
+            });
+        }
     }
 
     /// Attempt and observed state of one placement of an instance: its

@@ -176,46 +176,73 @@ impl super::Coordinator {
         let decisions = self.decisions.trim(r.decisions) > 0;
         self.evaluations.trim(r.evaluations);
         let (first_event, first_decision) = (self.events.dropped(), self.decisions.dropped());
+        let trim = Trim {
+            events: events.then_some(first_event),
+            decisions: decisions.then_some(first_decision),
+            versions: r.versions,
+        };
+        if events || decisions {
+            for e in self.apps.values_mut_history() {
+                trim.entry(e);
+            }
+            return;
+        }
+        // Only the applications with new events can have a new version.
         let touched: std::collections::BTreeSet<&crate::model::names::AppKey> =
             out.events.iter().map(|e| &e.app).collect();
-        for e in self.apps.values_mut() {
-            if !events && !decisions && !touched.contains(&e.key) {
-                continue;
+        for key in touched {
+            if let Some(e) = self.apps.get_mut_history(key) {
+                trim.entry(e);
             }
-            if events {
-                let before = e.events.len();
-                e.events.retain(|&i| i as u64 >= first_event);
-                e.compacted.events += (before - e.events.len()) as u64;
-            }
-            if decisions {
-                let before = e.decisions.len();
-                e.decisions.retain(|d| d.0 > first_decision);
-                e.compacted.decisions += (before - e.decisions.len()) as u64;
-            }
-            // Versions: the oldest go first, but never one still in use (the
-            // version in force, a rollout's start, one an instance, the old
-            // copy it replaces or an init job runs).
-            let excess = e.versions.len().saturating_sub(r.versions);
-            if excess > 0 {
-                let rt = &e.runtime;
-                let in_use = |v: u32| {
-                    v == e.current
-                        || e.rollout.as_ref().is_some_and(|ro| ro.from == v)
-                        || rt.instances.values().any(|i| {
-                            i.version == v || i.replacing.as_ref().is_some_and(|o| o.version == v)
-                        })
-                        || rt.jobs.values().any(|j| j.version == v)
-                };
-                let drop: Vec<u32> = e
-                    .versions
-                    .iter()
-                    .map(|v| v.version)
-                    .filter(|&v| !in_use(v))
-                    .take(excess)
-                    .collect();
-                e.versions.retain(|v| !drop.contains(&v.version));
-                e.compacted.versions += drop.len() as u64;
-            }
+        }
+    }
+}
+
+/// What one command's compaction trims of each application.
+struct Trim {
+    /// The first event kept, when the event log was trimmed.
+    events: Option<u64>,
+    /// The first decision kept, when the decision log was trimmed.
+    decisions: Option<u64>,
+    /// Versions kept per application.
+    versions: usize,
+}
+
+impl Trim {
+    fn entry(&self, e: &mut super::entry::AppEntry) {
+        if let Some(first_event) = self.events {
+            let before = e.events.len();
+            e.events.retain(|&i| i as u64 >= first_event);
+            e.compacted.events += (before - e.events.len()) as u64;
+        }
+        if let Some(first_decision) = self.decisions {
+            let before = e.decisions.len();
+            e.decisions.retain(|d| d.0 > first_decision);
+            e.compacted.decisions += (before - e.decisions.len()) as u64;
+        }
+        // Versions: the oldest go first, but never one still in use (the
+        // version in force, a rollout's start, one an instance, the old
+        // copy it replaces or an init job runs).
+        let excess = e.versions.len().saturating_sub(self.versions);
+        if excess > 0 {
+            let rt = &e.runtime;
+            let in_use = |v: u32| {
+                v == e.current
+                    || e.rollout.as_ref().is_some_and(|ro| ro.from == v)
+                    || rt.instances.values().any(|i| {
+                        i.version == v || i.replacing.as_ref().is_some_and(|o| o.version == v)
+                    })
+                    || rt.jobs.values().any(|j| j.version == v)
+            };
+            let drop: Vec<u32> = e
+                .versions
+                .iter()
+                .map(|v| v.version)
+                .filter(|&v| !in_use(v))
+                .take(excess)
+                .collect();
+            e.versions.retain(|v| !drop.contains(&v.version));
+            e.compacted.versions += drop.len() as u64;
         }
     }
 }

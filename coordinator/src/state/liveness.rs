@@ -47,7 +47,7 @@ impl Coordinator {
         &'a self,
         name: &'a str,
     ) -> impl Iterator<Item = (&'a AppEntry, &'a InstanceKey, &'a Instance)> + 'a {
-        self.apps.values().flat_map(move |e| {
+        self.apps.touching(name).flat_map(move |e| {
             e.runtime
                 .instances
                 .iter()

@@ -4,6 +4,7 @@
 //! fed the same commands reach the same state; queries take `&self`.
 
 pub mod access;
+mod app_index;
 mod apps;
 mod arbitrate;
 pub mod audit;
@@ -25,6 +26,7 @@ pub mod pressure;
 mod query;
 pub mod rollout;
 mod runtime;
+pub mod work_changes;
 pub mod workflow;
 
 use crate::command::{Command, NodeCondition, OperationRequest, Outcome};
@@ -38,7 +40,7 @@ use crate::model::time::Timestamp;
 use crate::placement::Cluster;
 use crate::policy::PolicyEvaluation;
 use crate::spec::{Document, validate};
-use entry::{AppEntry, TenantEntry};
+use entry::TenantEntry;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,7 +72,7 @@ pub struct Coordinator {
     tenants: BTreeMap<String, TenantEntry>,
     next_tenant_id: u32,
     policies: BTreeMap<String, Policy>,
-    apps: BTreeMap<crate::model::names::AppKey, AppEntry>,
+    apps: app_index::Apps,
     app_ids: BTreeMap<u32, crate::model::names::AppKey>,
     next_app_id: u32,
     events: history::Log<LifecycleEvent>,
@@ -112,6 +114,9 @@ pub struct Coordinator {
     /// The tenants' Configs and Secrets.
     #[serde(default)]
     objects: objects::TenantObjects,
+    /// Which nodes' desired work each command may have changed.
+    #[serde(skip)]
+    work: work_changes::WorkChanges,
 }
 
 impl Coordinator {
@@ -130,6 +135,42 @@ impl Coordinator {
 
     /// Applies one command at time `now`. On error nothing changed.
     pub fn apply(&mut self, cmd: Command, now: Timestamp) -> Result<Outcome, CoordinatorError> {
+        let every_node = !work_changes::changes_only_applications(&cmd);
+        // Debug builds check the record of changes on small states (every
+        // test scenario): what a reader patches in equals reading afresh.
+        #[cfg(debug_assertions)]
+        let before = (self.apps.len() <= 32).then(|| (self.desired_work(), self.work.cursor()));
+        let r = self.execute(cmd, now);
+        self.work.next(every_node);
+        let work = &mut self.work;
+        self.apps.settle(|node| work.touched(node));
+        #[cfg(debug_assertions)]
+        {
+            assert!(
+                before.is_none() || self.apps.index_matches_instances(),
+                "the index of runs by node drifted from the runs"
+            );
+            if let Some((mut seen, cursor)) = before
+                && let (_, work_changes::WorkUpdate::Nodes(nodes)) =
+                    self.desired_work_since(Some(cursor))
+            {
+                for (n, w) in nodes {
+                    match w {
+                        Some(w) => seen.insert(n, w),
+                        None => seen.remove(&n),
+                    };
+                }
+                assert_eq!(
+                    seen,
+                    self.desired_work(),
+                    "a node's work changed unrecorded"
+                );
+            }
+        }
+        r
+    }
+
+    fn execute(&mut self, cmd: Command, now: Timestamp) -> Result<Outcome, CoordinatorError> {
         let mut out = Outcome::default();
         match cmd {
             Command::Apply { documents, start } => {
@@ -216,7 +257,7 @@ impl Coordinator {
                         actual,
                     });
                 }
-                return self.apply(*then, now);
+                return self.execute(*then, now);
             }
         }
         self.compact(&out);
