@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daros_coordinator::state::desired::DesiredWork;
+use daros_coordinator::state::work_changes::WorkUpdate;
 use daros_coordinator::{Command, NodeCondition};
 use daros_gossip::NodeId;
 use daros_gossip::fence::FenceToken;
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::dispatch_due::{NodeBook, Serve, due, slice};
+use super::dispatch_work::{Revised, WorkCopy};
 use super::node::WORK_METHOD;
 use super::plane::{ControlPlane, changed_or, now};
 use super::work::{DesiredInstance, DesiredJob, NodeWork};
@@ -73,9 +75,9 @@ struct Leading {
     /// When this leadership was established: no node is silent for longer.
     since: Instant,
     /// Work each node acknowledged in this term, and when each was served.
-    book: NodeBook<DesiredWork>,
-    /// The desired work of every node, and the applied position it was read at.
-    desired: Option<(LogPosition, BTreeMap<String, DesiredWork>)>,
+    book: NodeBook<Revised>,
+    /// The desired work of every node, patched after each commit.
+    desired: Option<WorkCopy>,
     last_tick: Option<Instant>,
     /// Last time this leader saw a new gossip heartbeat of each node.
     heard: BTreeMap<String, Instant>,
@@ -154,35 +156,42 @@ async fn round(
     period: Duration,
     index: u64,
 ) {
-    // Only a new commit can change a node's work: read it again only then.
-    let mut before = None;
-    if lead.desired.as_ref().is_none_or(|(p, _)| *p != at) {
-        let desired = match plane.mesh().read_with(|s| s.desired_work()).await {
+    // Only a new commit can change a node's work: read the nodes it changed
+    // (all of them on this leader's first look).
+    let mut changed = BTreeSet::new();
+    if lead.desired.as_ref().is_none_or(|c| c.at() != at) {
+        let cursor = lead.desired.as_ref().map(WorkCopy::cursor);
+        let (cursor, update) = match plane
+            .mesh()
+            .read_with(move |s| s.desired_work_since(cursor))
+            .await
+        {
             Ok(d) => d,
             Err(e) => {
                 debug!(error = %e, "desired work not readable");
                 return;
             }
         };
-        lead.book.retain(&desired);
-        before = lead.desired.replace((at, desired)).map(|(_, d)| d);
+        match lead.desired.as_mut() {
+            Some(copy) => changed = copy.patch(at, cursor, update),
+            None => {
+                let all = match update {
+                    WorkUpdate::All(all) => all,
+                    // A first read is always whole; never reached.
+                    WorkUpdate::Nodes(_) => return,
+                };
+                lead.desired = Some(WorkCopy::new(at, cursor, all));
+            }
+        }
     }
-    let Some((_, desired)) = lead.desired.as_ref() else {
+    let Some(desired) = lead.desired.as_ref().map(WorkCopy::nodes) else {
         return;
     };
+    lead.book.retain(desired);
     let started = Instant::now();
     let checks = slice(desired.len(), ROUND_STEP.min(period), period, CHECKS_LEAST);
-    let due_if = |gone: &BTreeSet<String>| {
-        due(
-            desired,
-            before.as_ref(),
-            &lead.book,
-            gone,
-            started,
-            period,
-            checks,
-        )
-    };
+    let due_if =
+        |gone: &BTreeSet<String>| due(desired, &changed, &lead.book, gone, started, period, checks);
     // Most looks find nothing due; gossip's view is read only when something is.
     if due_if(&BTreeSet::new()).is_empty() {
         return;
@@ -197,7 +206,7 @@ async fn round(
         .filter(|m| matches!(m.status, MemberStatus::Dead | MemberStatus::Left))
         .map(|m| m.node_id.to_string())
         .collect();
-    let due: Vec<(String, DesiredWork, Serve)> = due_if(&gone)
+    let due: Vec<(String, Revised, Serve)> = due_if(&gone)
         .into_iter()
         .map(|(n, w, s)| (n.to_string(), w.clone(), s))
         .collect();
@@ -217,8 +226,8 @@ async fn round(
             // A check first asks whether the node holds this work already
             // (every node once a period; every node after a leader change).
             let (check, digest) = match serve {
-                Serve::Whole => (false, WorkDigest::of(&d)),
-                Serve::Confirm(g) => (true, g.or_else(|| WorkDigest::of(&d))),
+                Serve::Whole => (false, WorkDigest::of(&d.work)),
+                Serve::Confirm(g) => (true, g.or_else(|| WorkDigest::of(&d.work))),
             };
             if check && let Some(g) = &digest {
                 match confirm(&plane, &id, &node, g).await {
@@ -228,7 +237,7 @@ async fn round(
                     Confirm::Failed(e) => return (node, d, None, Sent::Failed(e)),
                 }
             }
-            let mut work = node_work(&node, fence, &d);
+            let mut work = node_work(&node, fence, &d.work);
             if let Some(k) = plane.secret_keys() {
                 k.open_work(&mut work);
             }

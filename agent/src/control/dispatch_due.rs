@@ -46,9 +46,9 @@ impl<W> NodeBook<W> {
     }
 }
 
-/// Nodes a round serves now. `changed`: the desired work before the commit(s)
-/// this round is the first to see (`None`: nothing new was applied, or this
-/// leader's first look). A node whose work differs from what it acknowledged, or
+/// Nodes a round serves now. `changed`: the nodes whose work the commit(s)
+/// this round is the first to see changed (none on this leader's first
+/// look). A node whose work differs from what it acknowledged, or
 /// that a new commit changed, is always served, except a node gossip calls gone,
 /// which is served only once `period` has passed since its last try (a dead node
 /// must not hold every commit's work up for a send timeout). Of the rest, nodes
@@ -56,7 +56,7 @@ impl<W> NodeBook<W> {
 /// checked, at most `slice` of them, the longest unserved first.
 pub fn due<'a, W: PartialEq>(
     desired: &'a BTreeMap<String, W>,
-    changed: Option<&BTreeMap<String, W>>,
+    changed: &BTreeSet<String>,
     book: &NodeBook<W>,
     gone: &BTreeSet<String>,
     now: Instant,
@@ -68,7 +68,7 @@ pub fn due<'a, W: PartialEq>(
     for (node, work) in desired {
         let served = book.served.get(node).copied();
         let stale = served.is_none_or(|t| now.saturating_duration_since(t) >= period);
-        let new = changed.is_some_and(|before| before.get(node) != Some(work));
+        let new = changed.contains(node);
         match book.acked.get(node) {
             Some((held, digest)) if held == work && stale => {
                 checks.push((served, node.as_str(), work, digest.clone()));
@@ -129,20 +129,20 @@ mod tests {
         let none = BTreeSet::new();
         let mut book = NodeBook::default();
         let t0 = Instant::now();
-        let first = due(&d, None, &book, &none, t0, P, 4);
+        let first = due(&d, &none, &book, &none, t0, P, 4);
         assert_eq!(first.len(), 4, "one slice, not every node");
         assert!(first.iter().all(|(_, _, s)| *s == Serve::Confirm(None)));
         for (n, w, _) in &first {
             book.acked.insert(n.to_string(), (**w, None));
             book.served.insert(n.to_string(), t0);
         }
-        let second = due(&d, None, &book, &none, t0, P, 4);
+        let second = due(&d, &none, &book, &none, t0, P, 4);
         assert_eq!(second.len(), 4);
         assert!(second.iter().all(|(n, _, _)| !book.served.contains_key(*n)));
 
         let book = book_of(&d, t0);
-        assert!(due(&d, None, &book, &none, t0 + P / 2, P, 4).is_empty());
-        let later = due(&d, None, &book, &none, t0 + P, P, 4);
+        assert!(due(&d, &none, &book, &none, t0 + P / 2, P, 4).is_empty());
+        let later = due(&d, &none, &book, &none, t0 + P, P, 4);
         assert_eq!(later.len(), 4, "the periodic check is sliced too");
     }
 
@@ -155,10 +155,18 @@ mod tests {
         book.served.insert("n001".into(), t0 - P * 2);
         book.acked.remove("n005");
         book.served.remove("n005");
-        let got: Vec<_> = due(&d, None, &book, &BTreeSet::new(), t0 + P / 2, P, 2)
-            .into_iter()
-            .map(|(n, _, _)| n)
-            .collect();
+        let got: Vec<_> = due(
+            &d,
+            &BTreeSet::new(),
+            &book,
+            &BTreeSet::new(),
+            t0 + P / 2,
+            P,
+            2,
+        )
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
         assert_eq!(got, ["n005", "n001"]);
     }
 
@@ -173,7 +181,8 @@ mod tests {
         for n in ["n001", "n002", "n003"] {
             d.insert(n.into(), 1);
         }
-        let got = due(&d, Some(&before), &book, &BTreeSet::new(), t0, P, 0);
+        let changed: BTreeSet<String> = ["n001", "n002", "n003"].map(String::from).into();
+        let got = due(&d, &changed, &book, &BTreeSet::new(), t0, P, 0);
         assert_eq!(
             got,
             [
@@ -183,7 +192,7 @@ mod tests {
             ]
         );
         // The next round, with no new commit, leaves the failed node to its period.
-        let next = due(&d, None, &book, &BTreeSet::new(), t0, P, 0);
+        let next = due(&d, &BTreeSet::new(), &book, &BTreeSet::new(), t0, P, 0);
         assert!(next.iter().all(|(n, _, _)| *n != "n003"), "{next:?}");
     }
 
@@ -197,8 +206,9 @@ mod tests {
         d.insert("n001".into(), 1);
         d.insert("n002".into(), 1);
         let gone: BTreeSet<String> = ["n001".to_string(), "n002".to_string()].into();
-        assert!(due(&d, Some(&before), &book, &gone, t0 + P / 2, P, 8).is_empty());
-        let got: Vec<_> = due(&d, Some(&before), &book, &gone, t0 + P, P, 8)
+        let changed = gone.clone();
+        assert!(due(&d, &changed, &book, &gone, t0 + P / 2, P, 8).is_empty());
+        let got: Vec<_> = due(&d, &changed, &book, &gone, t0 + P, P, 8)
             .into_iter()
             .map(|(n, _, s)| (n, s))
             .collect();

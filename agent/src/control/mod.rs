@@ -17,6 +17,7 @@ pub mod cloud_events;
 pub mod contact;
 pub mod dispatch;
 mod dispatch_due;
+mod dispatch_work;
 pub mod event_sink;
 pub mod metrics;
 pub mod node;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use daros_coordinator::access::Actor;
 use daros_coordinator::spec::Document;
 use daros_coordinator::state::desired::{DesiredWork, RunStatus};
+use daros_coordinator::state::work_changes::{WorkCursor, WorkUpdate};
 use daros_coordinator::{AppKey, Command, CoordinatorError, DecisionId, Outcome, Timestamp};
 use daros_gossip::raft::{LogPosition, ReplicatedState, SnapshotJob, StateError};
 use serde::{Deserialize, Serialize};
@@ -392,6 +393,12 @@ impl CoordinatorState {
     /// Desired work of every registered node.
     pub fn desired_work(&self) -> BTreeMap<String, DesiredWork> {
         self.coord.desired_work()
+    }
+
+    /// The desired work a reader at `cursor` lacks (see
+    /// [`daros_coordinator::Coordinator::desired_work_since`]).
+    pub fn desired_work_since(&self, cursor: Option<WorkCursor>) -> (WorkCursor, WorkUpdate) {
+        self.coord.desired_work_since(cursor)
     }
 
     fn run(&mut self, s: &Stamped, index: u64) -> Result<Option<Outcome>, Failure> {
@@ -834,15 +841,7 @@ mod tests {
 
     /// Applies a coordinator tick at t=3000, index 3.
     fn tick_at_3s(s: &mut CoordinatorState) {
-        let tick = Stamped {
-            at: Timestamp(3_000),
-            leader_term: None,
-            actor: None,
-            command: ControlCommand::Coordinator {
-                command: Command::Tick,
-            },
-        };
-        s.apply(tick, LogPosition { term: 1, index: 3 }).unwrap();
+        tick_at(s, 3, 3_000);
     }
 
     /// Applies the registration of node `n1` at index 1.
@@ -929,6 +928,100 @@ mod tests {
             LogPosition { term: 1, index },
         )
         .unwrap();
+    }
+
+    /// The leader's copy of the work, patched commit by commit, stays what
+    /// reading every node's work afresh gives, and names the nodes changed.
+    #[test]
+    fn a_patched_copy_of_the_work_is_the_work() {
+        use super::super::dispatch_work::WorkCopy;
+        use std::collections::BTreeSet;
+        let (mut s, _) = CoordinatorState::new();
+        register_n1(&mut s);
+        let at = |index| LogPosition { term: 1, index };
+        let (cursor, update) = s.desired_work_since(None);
+        let WorkUpdate::All(all) = update else {
+            panic!("a first read reads every node");
+        };
+        let mut copy = WorkCopy::new(at(1), cursor, all);
+        let matches = |copy: &WorkCopy, s: &CoordinatorState| {
+            let patched: BTreeMap<String, DesiredWork> = copy
+                .nodes()
+                .iter()
+                .map(|(n, r)| (n.clone(), (*r.work).clone()))
+                .collect();
+            patched == s.desired_work()
+        };
+        // Reports change only applications: only their nodes are read.
+        let patch = |copy: &mut WorkCopy, s: &CoordinatorState, index| {
+            let (cursor, update) = s.desired_work_since(Some(copy.cursor()));
+            assert!(matches!(update, WorkUpdate::Nodes(_)), "{update:?}");
+            copy.patch(at(index), cursor, update)
+        };
+        // The shop brings its tenant: every node's work may change.
+        apply_shop(&mut s, 2).unwrap();
+        let (cursor, update) = s.desired_work_since(Some(copy.cursor()));
+        assert!(matches!(update, WorkUpdate::All(_)));
+        copy.patch(at(2), cursor, update);
+        assert!(matches(&copy, &s));
+
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        let done = Stamped {
+            at: Timestamp(1_003),
+            leader_term: None,
+            actor: None,
+            command: ControlCommand::Report {
+                node: "n1".into(),
+                report: NodeReport::InitJob {
+                    job: job.job.clone(),
+                    run: job.run,
+                    attempt: 1,
+                    state: ObservedState::Exited { code: 0 },
+                },
+            },
+        };
+        s.apply(done, at(3)).unwrap();
+        assert_eq!(patch(&mut copy, &s, 3), BTreeSet::from(["n1".to_string()]));
+        assert!(matches(&copy, &s));
+        let web = desired(&s, "web").expect("web desired");
+        report(&mut s, 4, &web, ObservedState::Ready);
+        let _ = patch(&mut copy, &s, 4);
+        let worker = desired(&s, "worker").expect("worker desired");
+        report(&mut s, 5, &worker, ObservedState::Ready);
+        let _ = patch(&mut copy, &s, 5);
+        assert!(matches(&copy, &s));
+
+        // A tick with nothing due: the same revision.
+        let before = copy.nodes()["n1"].clone();
+        tick_at(&mut s, 6, 1_100);
+        assert!(patch(&mut copy, &s, 6).is_empty());
+        assert_eq!(copy.nodes()["n1"], before);
+
+        // A failure asks a restart: a new attempt, a new revision.
+        let failed = ObservedState::Failed {
+            failure: daros_coordinator::model::failure::Failure::Application {
+                check: None,
+                detail: "exited 1".into(),
+            },
+        };
+        report(&mut s, 7, &worker, failed);
+        let _ = patch(&mut copy, &s, 7);
+        tick_at(&mut s, 8, 60_000);
+        let _ = patch(&mut copy, &s, 8);
+        assert!(matches(&copy, &s));
+        assert_ne!(copy.nodes()["n1"], before, "{:?}", s.desired_work());
+    }
+
+    fn tick_at(s: &mut CoordinatorState, index: u64, now: u64) {
+        let tick = Stamped {
+            at: Timestamp(now),
+            leader_term: None,
+            actor: None,
+            command: ControlCommand::Coordinator {
+                command: Command::Tick,
+            },
+        };
+        s.apply(tick, LogPosition { term: 1, index }).unwrap();
     }
 
     fn desired(s: &CoordinatorState, workload: &str) -> Option<DesiredStart> {
