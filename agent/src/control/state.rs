@@ -965,22 +965,7 @@ mod tests {
         copy.patch(at(2), cursor, update);
         assert!(matches(&copy, &s));
 
-        let job = s.desired_work()["n1"].jobs[0].clone();
-        let done = Stamped {
-            at: Timestamp(1_003),
-            leader_term: None,
-            actor: None,
-            command: ControlCommand::Report {
-                node: "n1".into(),
-                report: NodeReport::InitJob {
-                    job: job.job.clone(),
-                    run: job.run,
-                    attempt: 1,
-                    state: ObservedState::Exited { code: 0 },
-                },
-            },
-        };
-        s.apply(done, at(3)).unwrap();
+        s.apply(init_job_done(&s), at(3)).unwrap();
         assert_eq!(patch(&mut copy, &s, 3), BTreeSet::from(["n1".to_string()]));
         assert!(matches(&copy, &s));
         let web = desired(&s, "web").expect("web desired");
@@ -1010,6 +995,25 @@ mod tests {
         let _ = patch(&mut copy, &s, 8);
         assert!(matches(&copy, &s));
         assert_ne!(copy.nodes()["n1"], before, "{:?}", s.desired_work());
+    }
+
+    /// n1's report that the shop's first init job exited 0 (at t=1003).
+    fn init_job_done(s: &CoordinatorState) -> Stamped {
+        let job = s.desired_work()["n1"].jobs[0].clone();
+        Stamped {
+            at: Timestamp(1_003),
+            leader_term: None,
+            actor: None,
+            command: ControlCommand::Report {
+                node: "n1".into(),
+                report: NodeReport::InitJob {
+                    job: job.job,
+                    run: job.run,
+                    attempt: 1,
+                    state: ObservedState::Exited { code: 0 },
+                },
+            },
+        }
     }
 
     fn tick_at(s: &mut CoordinatorState, index: u64, now: u64) {
@@ -1197,25 +1201,8 @@ mod tests {
         let (mut s, _) = CoordinatorState::new();
         register_n1(&mut s);
         apply_shop(&mut s, 2).unwrap();
-        let job = s.desired_work()["n1"].jobs[0].clone();
-        s.apply(
-            Stamped {
-                at: Timestamp(1_003),
-                leader_term: None,
-                actor: None,
-                command: ControlCommand::Report {
-                    node: "n1".into(),
-                    report: NodeReport::InitJob {
-                        job: job.job.clone(),
-                        run: job.run,
-                        attempt: 1,
-                        state: ObservedState::Exited { code: 0 },
-                    },
-                },
-            },
-            LogPosition { term: 1, index: 3 },
-        )
-        .unwrap();
+        s.apply(init_job_done(&s), LogPosition { term: 1, index: 3 })
+            .unwrap();
         let web1 = desired(&s, "web").expect("web desired");
         report(&mut s, 4, &web1, ObservedState::Ready);
         let worker = desired(&s, "worker").expect("worker desired");
