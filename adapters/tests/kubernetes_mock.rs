@@ -32,8 +32,54 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 type MockBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
-type Handle = tower_test::mock::Handle<Request<kube::client::Body>, Response<MockBody>>;
-type Reply = tower_test::mock::SendResponse<Response<MockBody>>;
+
+/// The server's side of the mock: each request the client sends, with where
+/// its response goes. (kube's own mock pattern, without tower-test: its
+/// tokio-test turned on tokio's `test-util` in the workspace's test build
+/// only, so every `cargo test -p` rebuilt tokio and all that stands on it.)
+struct Handle(mpsc::UnboundedReceiver<(Request<kube::client::Body>, Reply)>);
+
+impl Handle {
+    async fn next_request(&mut self) -> Option<(Request<kube::client::Body>, Reply)> {
+        self.0.recv().await
+    }
+}
+
+/// Where one request's response goes.
+struct Reply(tokio::sync::oneshot::Sender<Response<MockBody>>);
+
+impl Reply {
+    fn send_response(self, r: Response<MockBody>) {
+        // The client may have given up on the request; nothing waits then.
+        let _ = self.0.send(r);
+    }
+}
+
+/// A client's service whose requests arrive at the returned [`Handle`].
+fn mock_pair() -> (
+    impl tower::Service<
+        Request<kube::client::Body>,
+        Response = Response<MockBody>,
+        Error = std::io::Error,
+        Future = impl Send,
+    > + Send
+    + Clone
+    + 'static,
+    Handle,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
+        let tx = tx.clone();
+        async move {
+            let (to, from) = tokio::sync::oneshot::channel();
+            tx.send((req, Reply(to)))
+                .map_err(|_| std::io::Error::other("the mock API server is gone"))?;
+            from.await
+                .map_err(|_| std::io::Error::other("the mock API server dropped the request"))
+        }
+    });
+    (svc, Handle(rx))
+}
 
 const T: Duration = Duration::from_secs(10);
 
@@ -89,7 +135,7 @@ impl MockApiServer {
 }
 
 fn mock_cluster() -> (KubernetesAdapter, MockApiServer, EventStream) {
-    let (svc, handle) = tower_test::mock::pair::<Request<kube::client::Body>, Response<MockBody>>();
+    let (svc, handle) = mock_pair();
     let client = kube::Client::new(svc, "default");
     let cfg = KubernetesAdapterConfig {
         poll_interval: Duration::from_millis(10),
