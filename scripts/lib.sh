@@ -83,11 +83,14 @@ disk_line() {
 run_steps() {
     local failed=()
     disk_line
+    local began
     for step in "$@"; do
         say "step: $step"
+        began=$SECONDS
         if ! "$step"; then
             failed+=("$step")
         fi
+        say "step: $step took $((SECONDS - began)) s"
         disk_line
     done
     if [ ${#failed[@]} -ne 0 ]; then
