@@ -402,9 +402,9 @@ fn render_overview(o: &QosOverview) -> String {
     s.push_str(&a.render());
     let p = &o.protection;
     s.push_str(&format!(
-        "\nprotection: {} · every {:.0} ms · PSI triggers {} · levels {}\n",
+        "\nprotection: {} · every {} · PSI triggers {} · levels {}\n",
         if p.running { "running" } else { "off" },
-        p.sample_interval_ms,
+        every(p),
         p.psi_triggers.len(),
         p.levels
             .iter()
@@ -416,6 +416,18 @@ fn render_overview(o: &QosOverview) -> String {
         s.push_str(&format!("  note: {n}\n"));
     }
     s
+}
+
+/// The loop's interval, and the configured one when its CPU budget stretched it.
+fn every(p: &crate::qos::protect::ProtectionStatus) -> String {
+    if p.interval_ms > p.sample_interval_ms * 1.05 {
+        format!(
+            "{:.0} ms (set {:.0} ms; a tick costs {:.0} µs, over the CPU budget)",
+            p.interval_ms, p.sample_interval_ms, p.tick_cost_us
+        )
+    } else {
+        format!("{:.0} ms", p.sample_interval_ms)
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,11 @@ pub struct QosSection {
     pub sample_interval: HumanDuration,
     /// Window over which CPU usage and stall are judged (at least the sample interval).
     pub window: HumanDuration,
+    /// The protection loop's own CPU, as a share of one core (0.001–1): where a
+    /// tick costs more than this share of `sample_interval` (many workloads, a
+    /// slow or emulated machine), the loop ticks less often; `darosctl qos
+    /// status` shows the interval it keeps.
+    pub protection_cpu_budget: f64,
     /// Time the reserved workloads must be comfortable before each release step.
     pub hold_time: HumanDuration,
     /// How often every class is re-applied (drift correction).
@@ -71,6 +76,7 @@ impl Default for QosSection {
             protection: s.protection,
             sample_interval: HumanDuration(p.sample_interval),
             window: HumanDuration(p.window),
+            protection_cpu_budget: p.cpu_budget,
             hold_time: HumanDuration(p.policy.hold_time),
             reconcile_interval: HumanDuration(Duration::from_secs(10)),
             system_reserved_cpu: s.system_reserved_cpu,
@@ -91,6 +97,7 @@ impl QosSection {
             sample_interval: self.sample_interval.0,
             window: self.window.0,
             io_window: self.window.0 * 2,
+            cpu_budget: self.protection_cpu_budget,
             ..ProtectConfig::default()
         };
         protect.policy.hold_time = self.hold_time.0;
@@ -128,6 +135,15 @@ pub fn validate(q: &QosSection) -> Result<(), ConfigError> {
             format!(
                 "must be at least twice qos.sample_interval ({}), got \"{}\"",
                 q.sample_interval, q.window
+            ),
+        ));
+    }
+    if !(0.001..=1.0).contains(&q.protection_cpu_budget) {
+        return Err(ConfigError::invalid(
+            "qos.protection_cpu_budget",
+            format!(
+                "must be a share of one core between 0.001 and 1, got {}",
+                q.protection_cpu_budget
             ),
         ));
     }
@@ -192,6 +208,11 @@ mod tests {
                 "[qos]\nwindow = \"15ms\"\nsample_interval = \"10ms\"\n",
                 "qos.window",
                 "twice",
+            ),
+            (
+                "[qos]\nprotection_cpu_budget = 2.0\n",
+                "qos.protection_cpu_budget",
+                "between 0.001 and 1",
             ),
             (
                 "[qos]\nio_read_capacity = \"0\"\n",

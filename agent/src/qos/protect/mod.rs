@@ -148,8 +148,12 @@ pub struct ProtectionStatus {
     /// Why it does not run, or what it lacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// Sampling interval in milliseconds.
+    /// Sampling interval in milliseconds, as configured.
     pub sample_interval_ms: f64,
+    /// The interval the loop keeps, milliseconds: the configured one, or longer
+    /// where a tick would spend more than the loop's CPU budget.
+    #[serde(default)]
+    pub interval_ms: f64,
     /// PSI triggers armed.
     pub psi_triggers: Vec<String>,
     /// Hold level per resource (0: none).
