@@ -1,7 +1,7 @@
 //! A short run of the isolation benchmark (`agent/tests/isolation_vm.rs`, the
 //! full one is `scripts/bench-isolation.sh`) in the VM: cpu, memory, network and io, each under
 //! darosd and on plain cgroups at the same weights (network: no agent); it fails when darosd does
-//! not isolate better than plain cgroups. Figures are printed, not judged here
+//! not isolate better than plain cgroups (only those two rows: `DAROS_ISOLATION_COMPARE_ONLY`). Figures are printed, not judged here
 //! (targets live in docs/benchmarks.md).
 
 mod vm_support;
@@ -16,6 +16,8 @@ fn isolation_benchmark_short_run() {
         "1536",
         "--env",
         "DAROS_ISOLATION_SECS=6",
+        "--env",
+        "DAROS_ISOLATION_COMPARE_ONLY=1",
         "--env",
         &bpf,
         "-p",
@@ -39,7 +41,6 @@ fn isolation_benchmark_short_run() {
         "ISOLATION net  darosd",
         "ISOLATION net  plain",
         "ISOLATION io   darosd",
-        "ISOLATION io   iocost",
         "ISOLATION io   plain",
     ] {
         assert!(stdout.contains(line), "no {line:?} in\n{stdout}");

@@ -12,6 +12,8 @@ use crate::config::load::FlagValue;
 #[command(
     name = "darosd",
     version,
+    // A flag given twice: the last wins (a wrapper's defaults, then the caller's).
+    args_override_self = true,
     about = "D-AROS node agent: samples the node and its workloads and serves them on a local socket",
     after_help = "Configuration: /etc/daros/agent.toml (or --config / DAROS_CONFIG), DAROS_<SECTION>_<KEY> environment variables, then flags.\nExit status: 0 clean shutdown, 1 runtime error, 2 configuration error."
 )]
@@ -92,5 +94,17 @@ impl DaemonArgs {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_given_twice_takes_the_last_value() {
+        let a = DaemonArgs::try_parse_from(["darosd", "--interval", "200ms", "--interval", "1s"])
+            .unwrap();
+        assert_eq!(a.interval.as_deref(), Some("1s"));
     }
 }
