@@ -290,23 +290,12 @@ fn cpu(setup: &'static str, copy: Option<&Weights>, dedicated: bool) -> (Outcome
     std::thread::sleep(Duration::from_secs(1));
     let _gp_p = t.spawn("gp", GP);
     std::thread::sleep(Duration::from_secs(1));
-    let (busy0, gp0, hog0, t0) = (
-        guest_busy_usec(),
-        cpu_usec(&gp),
-        cpu_usec(&hog),
-        Instant::now(),
-    );
-    let threads0 = thread_ticks();
+    let (threads0, t0) = (thread_ticks(), Instant::now());
     let (g, h) = sample2(secs(), || cpu_usec(&gp), || cpu_usec(&hog));
     // Everything else the guest ran meanwhile (the agent, kernel threads):
     // a GP short of its target beside a held hog lost its time there or to
     // the host (which the guest cannot see).
-    let others = (guest_busy_usec().saturating_sub(busy0) as f64
-        - cpu_usec(&gp).saturating_sub(gp0) as f64
-        - cpu_usec(&hog).saturating_sub(hog0) as f64)
-        / 1e6
-        / t0.elapsed().as_secs_f64();
-    let busiest = busiest_threads(
+    let (others, busiest) = other_threads(
         &threads0,
         &thread_ticks(),
         t0.elapsed().as_secs_f64(),
@@ -329,23 +318,6 @@ fn cpu(setup: &'static str, copy: Option<&Weights>, dedicated: bool) -> (Outcome
         },
         weights,
     )
-}
-
-/// The guest's busy CPU time, all CPUs (µs): /proc/stat's first line less idle
-/// and iowait, in USER_HZ (100) ticks.
-fn guest_busy_usec() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|x| x.parse().unwrap())
-        .collect();
-    let busy: u64 = f.iter().sum::<u64>() - f[3] - f[4];
-    busy * 10_000
 }
 
 /// Every thread's CPU ticks (utime + stime), by (tid, comm, cgroup).
@@ -380,14 +352,14 @@ fn thread_ticks() -> std::collections::BTreeMap<(u32, String, String), u64> {
     out
 }
 
-/// The four threads outside `exclude` (cgroup dirs) that ran most between two
-/// `thread_ticks`, as "comm cores".
-fn busiest_threads(
+/// The cores that threads outside `exclude` (cgroup dirs) used between two
+/// `thread_ticks`, and the four that ran most, as "comm cores" (USER_HZ 100).
+fn other_threads(
     a: &std::collections::BTreeMap<(u32, String, String), u64>,
     b: &std::collections::BTreeMap<(u32, String, String), u64>,
     secs: f64,
     exclude: &[&Path],
-) -> String {
+) -> (f64, String) {
     let names: Vec<String> = exclude
         .iter()
         .filter_map(|p| p.strip_prefix("/sys/fs/cgroup").ok())
@@ -399,11 +371,14 @@ fn busiest_threads(
         .map(|(k, t)| (t.saturating_sub(*a.get(k).unwrap_or(&0)), k.1.as_str()))
         .collect();
     v.sort_unstable_by(|x, y| y.cmp(x));
-    v.iter()
+    let cores = |t: u64| t as f64 / 100.0 / secs;
+    let busiest = v
+        .iter()
         .take(4)
-        .map(|(t, c)| format!("{c} {:.2}", *t as f64 / 100.0 / secs))
+        .map(|(t, c)| format!("{c} {:.2}", cores(*t)))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    (cores(v.iter().map(|(t, _)| t).sum()), busiest)
 }
 
 /// iocost's vrate on `dev` (percent of the model), where iocost is on.
