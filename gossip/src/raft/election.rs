@@ -356,9 +356,10 @@ impl Elections {
             // server at rest, the largest part of an idle agent's CPU.) A word
             // from the leader moves the timeout later, never earlier, so waking
             // at the old one only re-reads it.
-            let timing =
-                voters.len() > 1 && voters.contains(&m.id) && m.state != ServerState::Leader;
-            let nap = if timing {
+            let candidate = voters.contains(&m.id) && m.state != ServerState::Leader;
+            let nap = if candidate && voters.len() == 1 {
+                Duration::from_millis(1) // the only voter elects itself below
+            } else if candidate {
                 self.contact
                     .remaining(timeout)
                     .max(
