@@ -450,3 +450,44 @@ fn a_second_daemon_on_any_part_of_the_territory_is_refused() {
     // The first one still serves.
     assert!(darosctl(&d.socket, &["node"]).status.success());
 }
+
+/// Kilobytes the kernel counts as locked in memory for `pid` (`VmLck`).
+fn locked_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The agent keeps its own pages in memory (`agent.lock_memory`, on by
+/// default): the kernel counts them locked, and `caps` says so; turned off,
+/// nothing is locked and `caps` says why.
+#[test]
+fn the_agents_own_pages_are_locked_unless_turned_off() {
+    let t = TestRoot::new("memlock");
+    let on = Daemon::start(t.name(), &[], &[]);
+    let kib = locked_kib(on.child.id());
+    let caps: Capabilities = rt().block_on(on.client().capabilities()).unwrap();
+    assert!(caps.memory_lock.available, "{:?}", caps.memory_lock);
+    // The pages it used until now: its heap, stacks and the code it ran.
+    assert!(kib > 1024, "VmLck {kib} kB");
+    assert!(
+        caps.summary
+            .iter()
+            .any(|l| l.starts_with("memory lock: mlockall")),
+        "{:?}",
+        caps.summary
+    );
+    drop(on);
+    let off = Daemon::start(t.name(), &[], &[("DAROS_AGENT_LOCK_MEMORY", "false")]);
+    assert_eq!(locked_kib(off.child.id()), 0);
+    let caps: Capabilities = rt().block_on(off.client().capabilities()).unwrap();
+    assert!(!caps.memory_lock.available);
+    assert!(
+        caps.memory_lock
+            .detail
+            .contains("agent.lock_memory = false")
+    );
+}

@@ -148,9 +148,17 @@ fn the_installed_unit_is_hardened_and_workloads_run_outside_its_sandbox() {
     assert_ne!(mnt_ns(agent), mnt_ns(1), "own mount namespace");
     assert_eq!(
         status(agent, "CapBnd"),
-        "000000c000001021",
-        "CAP_CHOWN CAP_KILL CAP_NET_ADMIN CAP_PERFMON CAP_BPF"
+        "000000c000005021",
+        "CAP_CHOWN CAP_KILL CAP_NET_ADMIN CAP_IPC_LOCK CAP_PERFMON CAP_BPF"
     );
+    // Its pages stay in memory (agent.lock_memory) through the sandbox: the
+    // kernel counts its locked pages.
+    let locked_kib: u64 = status(agent, "VmLck")
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(locked_kib > 1024, "VmLck {locked_kib} kB\n{}", journal());
     // ...and still runs its eBPF datapath with only those capabilities.
     let net: Value = serde_json::from_str(&darosctl("-o json net")).unwrap();
     eprintln!(

@@ -51,6 +51,7 @@ pub fn probe(layout: &CgroupLayout, gpu: Feature) -> Capabilities {
         gpu,
         datapath: Default::default(),
         io_cost: Default::default(),
+        memory_lock: Feature::unreported(),
         summary,
     }
 }

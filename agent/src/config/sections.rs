@@ -59,6 +59,10 @@ pub struct AgentSection {
     pub log_level: String,
     /// Log format.
     pub log_format: LogFormat,
+    /// Keep the agent's own pages in memory (`mlockall` on fault), so that the
+    /// protection loop never waits on a refault under the memory pressure it
+    /// is there to manage. Needs CAP_IPC_LOCK; a refusal is reported in `caps`.
+    pub lock_memory: bool,
 }
 
 impl Default for AgentSection {
@@ -68,6 +72,7 @@ impl Default for AgentSection {
             data_dir: PathBuf::from("/var/lib/daros"),
             log_level: "info".into(),
             log_format: LogFormat::Text,
+            lock_memory: true,
         }
     }
 }

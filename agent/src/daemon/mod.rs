@@ -6,6 +6,7 @@ pub mod args;
 pub mod control;
 pub mod iocost;
 pub mod kubernetes;
+pub mod memlock;
 pub mod net;
 pub mod notify;
 pub mod qos;
@@ -189,6 +190,13 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         return prepare(&cfg);
     }
     raise_nofile();
+    // Before the runtime's threads: their stacks are locked as they are used.
+    let memory_lock = memlock::lock(cfg.agent.lock_memory);
+    if memory_lock.available {
+        info!(detail = %memory_lock.detail, "memory lock");
+    } else {
+        warn!(detail = %memory_lock.detail, "memory lock");
+    }
     // Before anything of the territory is touched (data dir, socket,
     // managed root, pins).
     let _territory = claim_territory(&cfg)?;
@@ -199,10 +207,10 @@ pub fn run(args: DaemonArgs) -> Result<(), DaemonError> {
         .enable_all()
         .build()
         .map_err(startup("starting the async runtime"))?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, memory_lock))
 }
 
-async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
+async fn serve(mut cfg: Config, memory_lock: Feature) -> Result<(), DaemonError> {
     let stalls = stall::StallProbe::spawn();
     // The node's bandwidth, when no configuration names it: the link speed.
     let capacity_source = crate::net::link::derive(
@@ -305,6 +313,12 @@ async fn serve(mut cfg: Config) -> Result<(), DaemonError> {
     caps.summary.extend(net::summary(&caps.datapath));
     caps.summary.push(io_cost.summary());
     caps.io_cost = io_cost.caps.clone();
+    caps.summary.push(format!(
+        "memory lock: {}{}",
+        if memory_lock.available { "" } else { "no: " },
+        memory_lock.detail
+    ));
+    caps.memory_lock = memory_lock;
     caps.cgroup.managed_root = Some(ManagedRootCaps {
         path: managed_root.to_string(),
         dirs,

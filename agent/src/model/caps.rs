@@ -24,6 +24,9 @@ pub struct Capabilities {
     /// The kernel's proportional IO control on the node's disks, as darosd set it up.
     #[serde(default)]
     pub io_cost: IoCostCaps,
+    /// Whether the agent's own pages are locked in memory (`agent.lock_memory`).
+    #[serde(default = "Feature::unreported")]
+    pub memory_lock: Feature,
     /// One line per fact, for people.
     pub summary: Vec<String>,
 }
@@ -44,6 +47,11 @@ impl Feature {
             available: true,
             detail: detail.into(),
         }
+    }
+
+    /// What an agent that predates a capability reports for it.
+    pub fn unreported() -> Self {
+        Feature::no("not reported by this agent")
     }
 
     /// An unavailable feature.
