@@ -8,6 +8,7 @@
 pub mod actuator;
 pub mod policy;
 pub mod psi;
+pub mod reclaim;
 pub mod run;
 pub mod sampler;
 

@@ -61,16 +61,19 @@ pub struct FloorObs {
     pub usage: f64,
     /// Share of the window it stalled on this resource (PSI `some`).
     pub stall: f64,
+    /// What threatens it, in words, where "at N% of its floor" would not say
+    /// (the node's own reclaim).
+    pub why: Option<String>,
 }
 
 impl FloorObs {
-    fn threatened(&self, c: &PolicyConfig) -> bool {
+    pub(super) fn threatened(&self, c: &PolicyConfig) -> bool {
         self.floor > 0.0 && self.usage < c.threat_ratio * self.floor && self.stall >= c.stall_hold
     }
     fn restored(&self, c: &PolicyConfig) -> bool {
         self.usage >= c.restored_ratio * self.floor || self.stall < c.stall_release
     }
-    fn comfortable(&self, c: &PolicyConfig) -> bool {
+    pub(super) fn comfortable(&self, c: &PolicyConfig) -> bool {
         self.usage >= c.comfortable_ratio * self.floor || self.stall < c.stall_release
     }
 }
@@ -145,12 +148,14 @@ impl ResourcePolicy {
         let mut out = Vec::new();
         let threat: Vec<&FloorObs> = obs.iter().filter(|o| o.threatened(c)).collect();
         if let Some(t) = threat.first() {
-            let why = format!(
-                "{} at {:.0}% of its floor, stalled {:.0}% of the time",
-                t.id,
-                100.0 * t.usage / t.floor,
-                100.0 * t.stall
-            );
+            let why = t.why.clone().unwrap_or_else(|| {
+                format!(
+                    "{} at {:.0}% of its floor, stalled {:.0}% of the time",
+                    t.id,
+                    100.0 * t.usage / t.floor,
+                    100.0 * t.stall
+                )
+            });
             self.calm_since = None;
             // Backoff resets after a long quiet spell.
             if self
@@ -234,6 +239,7 @@ mod tests {
             floor: 1.5,
             usage,
             stall,
+            why: None,
         }]
     }
 
@@ -316,6 +322,7 @@ mod tests {
             floor: 10.0,
             usage: 1.0,
             stall: 0.9,
+            why: None,
         });
         for t in 0..100 {
             p.step(&c, ms(t * 100), &o);

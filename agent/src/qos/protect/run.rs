@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use super::actuator::{Actuator, Applied};
 use super::policy::{Change, FloorObs, PolicyConfig, ResourcePolicy};
 use super::psi::{self, Trigger};
+use super::reclaim::NodeReclaim;
 use super::sampler::{Need, Rates, Series};
 use super::{EventKind, ProtectionEvent, Shared, WatchSet, Watched, ms_f, unix_ms};
 use crate::cgroup::{AnyBackend, CgroupError};
@@ -45,6 +46,8 @@ pub struct ProtectConfig {
     pub disks: Vec<(u32, u32)>,
     /// Where node pressure files are (`/proc/pressure`).
     pub proc_pressure: PathBuf,
+    /// The kernel's memory counters (`/proc/vmstat`): the node's reclaim.
+    pub vmstat: PathBuf,
 }
 
 impl Default for ProtectConfig {
@@ -61,6 +64,7 @@ impl Default for ProtectConfig {
             cpus: 1,
             disks: Vec::new(),
             proc_pressure: PathBuf::from("/proc/pressure"),
+            vmstat: PathBuf::from("/proc/vmstat"),
         }
     }
 }
@@ -127,6 +131,16 @@ const IO_THREAT_RATIO: f64 = 0.90;
 
 const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
 
+/// The node's reclaim is judged over this window (kswapd scans in bursts).
+const RECLAIM_WINDOW: Duration = Duration::from_millis(200);
+/// kswapd scanning faster than this (pages/s, 16 MiB/s of 4 KiB pages) beside a
+/// memory floor is a threat: it costs the node measurable CPU outside every
+/// cgroup's weight, where a trickle reclaiming clean cache does not.
+const RECLAIM_THREAT_PAGES_PER_SEC: f64 = 4096.0;
+/// A memory hold shows only once the held workload has reclaimed (at swap
+/// speed): the memory level rises no faster than this.
+const MEMORY_ESCALATE_AFTER: Duration = Duration::from_secs(1);
+
 struct Loop {
     backend: AnyBackend,
     cfg: ProtectConfig,
@@ -140,6 +154,8 @@ struct Loop {
     buf: Vec<u8>,
     short_logged: BTreeMap<Resource, Instant>,
     tick_cost: f64,
+    /// The node's reclaim, read while a reserved workload has a memory floor.
+    reclaim: Option<NodeReclaim>,
 }
 
 impl Loop {
@@ -165,6 +181,7 @@ impl Loop {
             buf: Vec::with_capacity(8192),
             short_logged: BTreeMap::new(),
             tick_cost: 0.0,
+            reclaim: None,
         }
     }
 
@@ -270,6 +287,17 @@ impl Loop {
             }
         }
         self.series = series;
+        self.reclaim = None;
+        if any_mem {
+            match NodeReclaim::open(&self.cfg.vmstat, RECLAIM_WINDOW * 2) {
+                Ok(Some(r)) => self.reclaim = Some(r),
+                Ok(None) => notes.push(format!(
+                    "{} not found: the node's reclaim is not watched",
+                    self.cfg.vmstat.display()
+                )),
+                Err(e) => notes.push(format!("{e}: the node's reclaim is not watched")),
+            }
+        }
         self.triggers.clear();
         let mut armed = Vec::new();
         let any_reserved = ws.workloads.iter().any(Watched::reserved);
@@ -394,6 +422,16 @@ impl Loop {
         for id in gone {
             self.series.remove(&id);
         }
+        if let Some(r) = &mut self.reclaim
+            && let Err(e) = r.read(&mut self.buf, now)
+        {
+            warn!(error = %e, "reading the node's reclaim failed");
+            self.reclaim = None;
+        }
+        let reclaim = self
+            .reclaim
+            .as_ref()
+            .and_then(|r| r.scanned(RECLAIM_WINDOW));
         let rates = self.rates();
         let io_rates: BTreeMap<String, Rates> = self
             .series
@@ -413,7 +451,12 @@ impl Loop {
         let mut changed = false;
         let interval = self.interval();
         for res in RESOURCES {
-            let obs = observations(res, watched, &rates, &io_judged);
+            let mut obs = observations(res, watched, &rates, &io_judged);
+            if res == Resource::Memory
+                && let Some(o) = reclaim_obs(watched, reclaim)
+            {
+                obs.push(o);
+            }
             let Some(policy) = self.policies.get_mut(&res) else {
                 continue;
             };
@@ -446,10 +489,10 @@ impl Loop {
             };
             let full_window = window + interval;
             let mut pc = PolicyConfig {
-                escalate_after: if res == Resource::Io {
-                    full_window
-                } else {
-                    self.cfg.policy.escalate_after.min(full_window)
+                escalate_after: match res {
+                    Resource::Io => full_window,
+                    Resource::Memory => MEMORY_ESCALATE_AFTER,
+                    _ => self.cfg.policy.escalate_after.min(full_window),
                 },
                 ..self.cfg.policy
             };
@@ -621,6 +664,7 @@ fn observations(
             floor,
             usage,
             stall,
+            why: None,
         };
         match res {
             Resource::Cpu if w.floor_cpu > 0.0 => {
@@ -651,6 +695,34 @@ fn observations(
     out
 }
 
+/// The node's reclaim as one more observation of the memory floors: where a
+/// reserved workload has one and kswapd scanned faster than
+/// [`RECLAIM_THREAT_PAGES_PER_SEC`] over [`RECLAIM_WINDOW`], a threat (see
+/// [`super::reclaim`]); otherwise comfortable.
+fn reclaim_obs(watched: &[Watched], scanned: Option<u64>) -> Option<FloorObs> {
+    let floors = watched
+        .iter()
+        .filter(|w| w.reserved() && w.floor_memory > 0.0)
+        .map(|w| w.id.as_str())
+        .collect::<Vec<_>>();
+    let scanned = scanned?;
+    if floors.is_empty() {
+        return None;
+    }
+    let rate = scanned as f64 / RECLAIM_WINDOW.as_secs_f64();
+    let threat = rate > RECLAIM_THREAT_PAGES_PER_SEC;
+    Some(FloorObs {
+        id: "node".into(),
+        floor: 1.0,
+        usage: if threat { 0.0 } else { 1.0 },
+        stall: if threat { 1.0 } else { 0.0 },
+        why: Some(format!(
+            "the node is reclaiming (kswapd scanned {rate:.0} pages/s) beside the memory floor of {}",
+            floors.join(", ")
+        )),
+    })
+}
+
 /// `interval`, or longer where a tick costing `tick_cost_us` would spend more
 /// than `budget` of one core: the interval at which it spends exactly that, at
 /// most [`MAX_INTERVAL`] (never shorter than asked).
@@ -662,6 +734,48 @@ fn budget_interval(interval: Duration, tick_cost_us: f64, budget: f64) -> Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daros_coordinator::QosClass;
+
+    fn watched(id: &str, class: QosClass, floor_memory: f64) -> Watched {
+        Watched {
+            id: id.into(),
+            class,
+            cgroup: crate::cgroup::CgroupPath::new(&format!("daros/{id}")).unwrap(),
+            floor_cpu: 0.0,
+            floor_memory,
+            floor_io_read: 0.0,
+            floor_io_write: 0.0,
+            cpu_limit: None,
+            memory_high: None,
+            memory_bound: 0,
+            io_read_limit: None,
+            io_write_limit: None,
+        }
+    }
+
+    #[test]
+    fn the_nodes_reclaim_threatens_only_beside_a_memory_floor_and_above_a_trickle() {
+        let c = PolicyConfig::default();
+        let gp = watched("gp", QosClass::GuaranteedPro, 224e6);
+        let hog = watched("hog", QosClass::BestEffort, 0.0);
+        // 2,000 pages in 200 ms: 10,000 pages/s.
+        let o = reclaim_obs(&[gp.clone(), hog.clone()], Some(2_000)).unwrap();
+        assert!(o.threatened(&c), "{o:?}");
+        assert!(
+            o.why.as_deref().unwrap().contains("memory floor of gp"),
+            "{o:?}"
+        );
+        // A trickle (500 pages/s) and no scan at all are comfortable.
+        for n in [100, 0] {
+            let o = reclaim_obs(&[gp.clone(), hog.clone()], Some(n)).unwrap();
+            assert!(!o.threatened(&c) && o.comfortable(&c), "{o:?}");
+        }
+        // No memory floor: the node's reclaim is none of the loop's business.
+        let cpu_only = watched("gp", QosClass::GuaranteedPro, 0.0);
+        assert!(reclaim_obs(&[cpu_only, hog.clone()], Some(2_000)).is_none());
+        // Not measured yet.
+        assert!(reclaim_obs(&[gp, hog], None).is_none());
+    }
 
     #[test]
     fn the_budget_stretches_the_interval_only_when_a_tick_costs_more() {
