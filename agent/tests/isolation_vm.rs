@@ -15,7 +15,8 @@
 //! Scenarios: cpu, mem, net, io (`DAROS_ISOLATION_ONLY=mem,net` runs some);
 //! what each one does is at its function and in docs/benchmarks.md. The
 //! network scenario needs `DAROS_BPF_BIN` (its traffic generator) as the VM
-//! runs pass it.
+//! runs pass it. `DAROS_ISOLATION_TRACE=1` prints what moved each second of
+//! the mem scenario (stalls, reclaim, swap, the busiest threads, major faults).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -683,6 +684,137 @@ fn memory_current(d: &Path) -> f64 {
 /// The longest the mem scenario waits for its hog to hold its memory.
 const FILL_LIMIT_SECS: usize = 120;
 
+/// One second's view of what a squeeze costs around the GP: its stalls, the
+/// node's reclaim and swap, kswapd's CPU.
+#[derive(Debug, Clone, Default)]
+struct MemTick {
+    threads: std::collections::BTreeMap<(u32, String, String), u64>,
+    majflt: std::collections::BTreeMap<u32, (String, u64)>,
+    gp_cpu_some_us: u64,
+    gp_mem_some_us: u64,
+    gp_run_delay_ns: u64,
+    node_mem_some_us: u64,
+    pgscan_kswapd: u64,
+    pgscan_direct: u64,
+    pswpout: u64,
+    pswpin: u64,
+    kswapd_ticks: u64,
+    hog_mib: u64,
+    free_mib: u64,
+}
+
+/// `some total=` of a PSI file, µs.
+fn psi_some(p: &Path) -> u64 {
+    read(p)
+        .lines()
+        .find_map(|l| l.strip_prefix("some "))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("total=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn vmstat(key: &str) -> u64 {
+    read(Path::new("/proc/vmstat"))
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Major faults of every process, by pid: (comm, count).
+fn majflt() -> std::collections::BTreeMap<u32, (String, u64)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| {
+            let pid = p.file_name().to_str()?.parse::<u32>().ok()?;
+            let s = std::fs::read_to_string(p.path().join("stat")).ok()?;
+            let (open, close) = (s.find('(')?, s.rfind(')')?);
+            let n = s[close + 2..].split_whitespace().nth(9)?.parse().ok()?;
+            Some((pid, (s[open + 1..close].to_string(), n)))
+        })
+        .collect()
+}
+
+/// CPU ticks of the kswapd threads.
+fn kswapd_ticks() -> u64 {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(p.path().join("stat")).ok())
+        .filter(|s| s.contains("(kswapd"))
+        .filter_map(|s| {
+            let f: Vec<&str> = s[s.rfind(')')? + 2..].split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+/// `DAROS_ISOLATION_TRACE=1` prints the mem scenario's seconds (`MEMTRACE`);
+/// off by default: walking every thread each second costs the guest a fifth
+/// of a core in a debug build.
+fn trace() -> bool {
+    std::env::var("DAROS_ISOLATION_TRACE").as_deref() == Ok("1")
+}
+
+fn mem_tick(gp: &Path, hog: &Path) -> MemTick {
+    if !trace() {
+        return MemTick::default();
+    }
+    MemTick {
+        threads: thread_ticks(),
+        majflt: majflt(),
+        gp_cpu_some_us: psi_some(&gp.join("cpu.pressure")),
+        gp_mem_some_us: psi_some(&gp.join("memory.pressure")),
+        gp_run_delay_ns: run_delay_ns(gp),
+        node_mem_some_us: psi_some(Path::new("/proc/pressure/memory")),
+        pgscan_kswapd: vmstat("pgscan_kswapd"),
+        pgscan_direct: vmstat("pgscan_direct"),
+        pswpout: vmstat("pswpout"),
+        pswpin: vmstat("pswpin"),
+        kswapd_ticks: kswapd_ticks(),
+        hog_mib: memory_current(hog) as u64 >> 20,
+        free_mib: meminfo_mib("MemFree:"),
+    }
+}
+
+/// Prints one `MEMTRACE` line per second: isolation and what moved.
+fn print_mem_trace(setup: &str, iso: &[f64], ticks: &[MemTick], exclude: &[&Path]) {
+    for (i, w) in ticks.windows(2).enumerate() {
+        let (a, b) = (&w[0], &w[1]);
+        let (others, busiest) = other_threads(&a.threads, &b.threads, 1.0, exclude);
+        let mut faults: Vec<(u64, &str)> = b
+            .majflt
+            .iter()
+            .map(|(pid, (c, n))| (n - a.majflt.get(pid).map_or(0, |x| x.1).min(*n), c.as_str()))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        faults.sort_unstable_by(|x, y| y.cmp(x));
+        let faults = faults
+            .iter()
+            .take(3)
+            .map(|(n, c)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ms = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / 1e3;
+        println!(
+            "MEMTRACE {setup} s{i:<3} iso {:5.1}% · gp stall cpu {:4.0} ms mem {:4.0} ms runq {:4.0} ms · node mem some {:4.0} ms · scan kswapd {:6} direct {:6} · swap out {:5} in {:5} pages · kswapd {:.2} cores · hog {} MiB · free {} MiB · others {others:.2} cores: {busiest} · major faults: {faults}",
+            100.0 * iso.get(i).copied().unwrap_or(f64::NAN),
+            ms(a.gp_cpu_some_us, b.gp_cpu_some_us),
+            ms(a.gp_mem_some_us, b.gp_mem_some_us),
+            ms(a.gp_run_delay_ns / 1000, b.gp_run_delay_ns / 1000),
+            ms(a.node_mem_some_us, b.node_mem_some_us),
+            b.pgscan_kswapd - a.pgscan_kswapd,
+            b.pgscan_direct - a.pgscan_direct,
+            b.pswpout - a.pswpout,
+            b.pswpin - a.pswpin,
+            (b.kswapd_ticks - a.kswapd_ticks) as f64 / 100.0,
+            b.hog_mib,
+            b.free_mib,
+        );
+    }
+}
+
 fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     let dir = Path::new("/mnt/vmdisk");
     let gp_file = dir.join("iso-mem-gp");
@@ -752,6 +884,7 @@ fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     let hog_p = t.spawn("hog", &hog_cmd);
     std::thread::sleep(Duration::from_secs(1));
     let mut hog_mem = Vec::new();
+    let mut ticks = vec![mem_tick(&gp, &hog)];
     // The hog needs a while to touch all it asked for (tens of seconds
     // under emulation): the run lasts until it holds that (in memory or
     // swap), then `secs()` more, so a short run still measures the squeeze.
@@ -769,6 +902,7 @@ fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
         || rchar(&gp),
         || {
             hog_mem.push(memory_current(&hog));
+            ticks.push(mem_tick(&gp, &hog));
             cpu_usec(&hog)
         },
     );
@@ -783,6 +917,9 @@ fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     let hog_alone = alone(&t, "hog", &hog_cmd, || cpu_usec(&hog));
     drop(swap);
     let iso: Vec<f64> = g.iter().map(|x| (x / target as f64).min(1.0)).collect();
+    if trace() {
+        print_mem_trace(setup, &iso, &ticks, &[&gp, &hog]);
+    }
     let hog_beside = mean(&h);
     let mib = |x: f64| x / 1048576.0;
     (
