@@ -70,6 +70,25 @@ impl Watched {
     pub fn holdable(&self) -> bool {
         matches!(self.class, QosClass::BestEffort | QosClass::Burstable)
     }
+
+    /// A workload `daros/<id>` of `class` with a memory floor and nothing else.
+    #[cfg(test)]
+    pub(crate) fn for_test(id: &str, class: QosClass, floor_memory: f64) -> Self {
+        Watched {
+            id: id.into(),
+            class,
+            cgroup: CgroupPath::new(&format!("daros/{id}")).unwrap(),
+            floor_cpu: 0.0,
+            floor_memory,
+            floor_io_read: 0.0,
+            floor_io_write: 0.0,
+            cpu_limit: None,
+            memory_high: None,
+            memory_bound: 0,
+            io_read_limit: None,
+            io_write_limit: None,
+        }
+    }
 }
 
 /// The workloads the loop watches, replaced as a whole on every change.
@@ -341,20 +360,7 @@ mod tests {
         assert_eq!(s.events().len(), EVENT_CAPACITY);
         s.set_watch(vec![]);
         assert_eq!(s.watch().generation, 0, "the same set is no change");
-        let w = Watched {
-            id: "managed/a".into(),
-            class: QosClass::BestEffort,
-            cgroup: crate::cgroup::CgroupPath::new("daros/a").unwrap(),
-            floor_cpu: 0.0,
-            floor_memory: 0.0,
-            floor_io_read: 0.0,
-            floor_io_write: 0.0,
-            cpu_limit: None,
-            memory_high: None,
-            memory_bound: 0,
-            io_read_limit: None,
-            io_write_limit: None,
-        };
+        let w = Watched::for_test("managed/a", QosClass::BestEffort, 0.0);
         s.set_watch(vec![w.clone()]);
         s.set_watch(vec![w]);
         assert_eq!(s.watch().generation, 1);

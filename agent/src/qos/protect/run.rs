@@ -737,20 +737,7 @@ mod tests {
     use daros_coordinator::QosClass;
 
     fn watched(id: &str, class: QosClass, floor_memory: f64) -> Watched {
-        Watched {
-            id: id.into(),
-            class,
-            cgroup: crate::cgroup::CgroupPath::new(&format!("daros/{id}")).unwrap(),
-            floor_cpu: 0.0,
-            floor_memory,
-            floor_io_read: 0.0,
-            floor_io_write: 0.0,
-            cpu_limit: None,
-            memory_high: None,
-            memory_bound: 0,
-            io_read_limit: None,
-            io_write_limit: None,
-        }
+        Watched::for_test(id, class, floor_memory)
     }
 
     #[test]
