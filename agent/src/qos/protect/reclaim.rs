@@ -38,8 +38,18 @@ impl NodeReclaim {
         )
     }
 
-    /// Reads one sample.
+    /// Reads one sample, unless the last is younger than an eighth of what it
+    /// keeps (the loop keeps twice its 200 ms window, so a sample every 50 ms,
+    /// where it ticks every 10 ms: the kernel sums its per-CPU counters for
+    /// every read of `/proc/vmstat`).
     pub fn read(&mut self, buf: &mut Vec<u8>, now: Instant) -> Result<(), CgroupError> {
+        if self
+            .ring
+            .back()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < self.keep / 8)
+        {
+            return Ok(());
+        }
         self.file.read_into(buf)?;
         let scanned = kswapd_scanned(buf);
         self.ring.push_back((now, scanned));
@@ -102,16 +112,20 @@ mod tests {
             .unwrap();
         let mut buf = Vec::new();
         let t0 = Instant::now();
+        let ms = Duration::from_millis;
         r.read(&mut buf, t0).unwrap();
-        assert_eq!(r.scanned(Duration::from_millis(50)), None);
+        assert_eq!(r.scanned(ms(500)), None);
         write(160);
-        r.read(&mut buf, t0 + Duration::from_millis(10)).unwrap();
-        assert_eq!(r.scanned(Duration::from_millis(50)), Some(60));
+        // Sooner than an eighth of what it keeps: not read.
+        r.read(&mut buf, t0 + ms(100)).unwrap();
+        assert_eq!(r.scanned(ms(500)), None);
+        r.read(&mut buf, t0 + ms(200)).unwrap();
+        assert_eq!(r.scanned(ms(500)), Some(60));
         write(160);
-        r.read(&mut buf, t0 + Duration::from_millis(100)).unwrap();
+        r.read(&mut buf, t0 + ms(1000)).unwrap();
         // The window holds only the last step: nothing scanned in it.
-        assert_eq!(r.scanned(Duration::from_millis(50)), Some(0));
-        assert_eq!(r.scanned(Duration::from_millis(200)), Some(60));
+        assert_eq!(r.scanned(ms(500)), Some(0));
+        assert_eq!(r.scanned(ms(2000)), Some(60));
     }
 
     #[test]

@@ -700,26 +700,31 @@ fn observations(
 /// [`RECLAIM_THREAT_PAGES_PER_SEC`] over [`RECLAIM_WINDOW`], a threat (see
 /// [`super::reclaim`]); otherwise comfortable.
 fn reclaim_obs(watched: &[Watched], scanned: Option<u64>) -> Option<FloorObs> {
-    let floors = watched
-        .iter()
-        .filter(|w| w.reserved() && w.floor_memory > 0.0)
-        .map(|w| w.id.as_str())
-        .collect::<Vec<_>>();
     let scanned = scanned?;
-    if floors.is_empty() {
+    let has_floor = |w: &&Watched| w.reserved() && w.floor_memory > 0.0;
+    if !watched.iter().any(|w| has_floor(&w)) {
         return None;
     }
     let rate = scanned as f64 / RECLAIM_WINDOW.as_secs_f64();
     let threat = rate > RECLAIM_THREAT_PAGES_PER_SEC;
+    // The words only where they are used: this runs every tick.
+    let why = threat.then(|| {
+        let floors: Vec<&str> = watched
+            .iter()
+            .filter(has_floor)
+            .map(|w| w.id.as_str())
+            .collect();
+        format!(
+            "the node is reclaiming (kswapd scanned {rate:.0} pages/s) beside the memory floor of {}",
+            floors.join(", ")
+        )
+    });
     Some(FloorObs {
         id: "node".into(),
         floor: 1.0,
         usage: if threat { 0.0 } else { 1.0 },
         stall: if threat { 1.0 } else { 0.0 },
-        why: Some(format!(
-            "the node is reclaiming (kswapd scanned {rate:.0} pages/s) beside the memory floor of {}",
-            floors.join(", ")
-        )),
+        why,
     })
 }
 
