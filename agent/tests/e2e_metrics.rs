@@ -335,16 +335,18 @@ fn exported_events(
             .all(|(t, _)| t == "application/cloudevents-batch+json"),
         "{batches:?}"
     );
-    let body = scrape(addr).unwrap();
+    // The counters move once the sink's write or POST returned, a moment
+    // after the collector saw the batch: wait for them, not one scrape.
     for sink in ["file", "http"] {
-        assert!(
+        wait_for("the exported counter", Duration::from_secs(20), || {
+            let body = scrape(addr)?;
             value(
                 &body,
-                &format!("daros_events_exported_total{{sink=\"{sink}\"}}")
+                &format!("daros_events_exported_total{{sink=\"{sink}\"}}"),
             )
-            .is_some_and(|n| n >= 1.0),
-            "{body}"
-        );
+            .is_some_and(|n| n >= 1.0)
+            .then_some(())
+        });
     }
 }
 
