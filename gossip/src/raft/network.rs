@@ -91,9 +91,7 @@ impl PeerNetwork {
         {
             Ok(v) => v,
             Err(e) if e.code == ErrorCode::TooLarge && entries > 1 => {
-                return Err(RPCError::PayloadTooLarge(
-                    PayloadTooLarge::new_entries_hint((entries / 2) as u64).with_source_error(&e),
-                ));
+                return Err(half_the_entries(entries, &e));
             }
             Err(e) if e.is_transport() => return Err(RPCError::Unreachable(Unreachable::new(&e))),
             Err(e) => return Err(RPCError::Network(NetworkError::new(&e))),
@@ -102,6 +100,13 @@ impl PeerNetwork {
             serde_json::from_value(v).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// "Send again with half of these `n` entries" (openraft retries at once).
+fn half_the_entries<E: std::error::Error>(n: usize, why: &RpcError) -> RpcErr<E> {
+    RPCError::PayloadTooLarge(
+        PayloadTooLarge::new_entries_hint((n / 2) as u64).with_source_error(why),
+    )
 }
 
 impl RaftNetwork<TypeConfig> for PeerNetwork {
@@ -127,15 +132,14 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         .await
         {
             Ok(r) => r,
-            Err(_) => Err(RPCError::PayloadTooLarge(
-                PayloadTooLarge::new_entries_hint((n / 2) as u64).with_source_error(
-                    &RpcError::new(
-                        ErrorCode::Timeout,
-                        format!(
-                            "{} did not take {n} entries within {:?}",
-                            self.peer.node_id,
-                            option.soft_ttl()
-                        ),
+            Err(_) => Err(half_the_entries(
+                n,
+                &RpcError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "{} did not take {n} entries within {:?}",
+                        self.peer.node_id,
+                        option.soft_ttl()
                     ),
                 ),
             )),
