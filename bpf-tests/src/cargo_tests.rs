@@ -125,13 +125,49 @@ pub fn parse_messages(reader: impl BufRead) -> Result<Vec<TestExecutable>, Cargo
     Ok(found)
 }
 
+/// Whether `name` is one of the variables cargo sets for a crate it builds or
+/// runs (its manifest, package, binaries, `OUT_DIR`), not a setting of cargo's
+/// own. A cargo started from a test (nextest's or `cargo test`'s child) inherits
+/// them, and build scripts that watch them (`ring`'s watches `CARGO_PKG_NAME`
+/// and `CARGO_MANIFEST_DIR`) are then stale: every nested build recompiled ring
+/// and all that depends on it (rustls, quinn, kube: 2.5 min on 2 cores), and the
+/// next top-level build recompiled them back.
+pub fn is_crate_env(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_BIN_",
+        "CARGO_CRATE_",
+    ];
+    const NAMES: [&str; 4] = [
+        "OUT_DIR",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+}
+
+/// `cargo` as a command with the crate variables of the process around it
+/// removed ([`is_crate_env`]): a build from inside a test reuses what the
+/// top-level build made.
+pub fn cargo_command(cargo: &OsStr) -> Command {
+    let mut cmd = Command::new(cargo);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_crate_env) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
 /// Runs `cargo test --no-run --message-format=json-render-diagnostics <args>` (compiler
 /// diagnostics still reach the terminal) and returns the test executables it built.
 pub fn build_test_executables(
     cargo: &OsStr,
     args: &[OsString],
 ) -> Result<Vec<TestExecutable>, CargoError> {
-    let mut child = Command::new(cargo)
+    let mut child = cargo_command(cargo)
         .args([
             "test",
             "--no-run",
@@ -158,6 +194,48 @@ pub fn build_test_executables(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crates_own_variables_are_not_passed_to_a_nested_cargo() {
+        for name in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_LINKS",
+            "CARGO_BIN_EXE_darosd",
+            "CARGO_CRATE_NAME",
+            "OUT_DIR",
+            "CARGO_TARGET_TMPDIR",
+        ] {
+            assert!(is_crate_env(name), "{name}");
+        }
+        // cargo's own settings stay.
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "CARGO_BUILD_JOBS",
+            "CARGO_PROFILE_DEV_DEBUG",
+            "PATH",
+        ] {
+            assert!(!is_crate_env(name), "{name}");
+        }
+        // Under `cargo test` this very process has them; the command drops them.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let cmd = cargo_command(OsStr::new("cargo"));
+        let removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert!(removed.iter().any(|k| k == "CARGO_PKG_NAME"), "{removed:?}");
+        assert!(
+            removed.iter().any(|k| k == "CARGO_MANIFEST_DIR"),
+            "{removed:?}"
+        );
+        assert!(!removed.iter().any(|k| k == "PATH"), "{removed:?}");
+    }
 
     #[test]
     fn test_artifacts_are_listed_and_others_skipped() {

@@ -209,7 +209,7 @@ pub fn datapath_bin() -> PathBuf {
         if let Some(p) = std::env::var_os("DAROS_BPF_BIN") {
             return PathBuf::from(p);
         }
-        let out = Command::new(env!("CARGO"))
+        let out = daros_bpf_tests::cargo_tests::cargo_command(env!("CARGO").as_ref())
             .args([
                 "build",
                 "-p",

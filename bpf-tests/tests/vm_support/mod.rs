@@ -10,7 +10,7 @@ use std::process::Command;
 /// guest as `DAROS_BPF_BIN` (daros-vmtest forwards DAROS_* variables and the
 /// repository is shared).
 pub fn daros_bpf_bin() -> PathBuf {
-    let build = Command::new(env!("CARGO"))
+    let build = daros_bpf_tests::cargo_tests::cargo_command(env!("CARGO").as_ref())
         .args(["build", "-q", "-p", "daros-ebpf", "--bin", "daros-bpf"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
