@@ -553,12 +553,18 @@ fn io(setup: &'static str, copy: Option<&Weights>, alone: &IoAlone) -> (Outcome,
         write_weights(&gp, &hog, w);
     }
     let weights = weights_of(&gp, &hog, &["cpu.weight", "io.weight"]);
+    // As in resctl-bench's protection run, the protected reader is at its
+    // target load before the hog arrives: its own start (fio under TCG on a
+    // busy host took over a second) is not counted as the hog's harm, and
+    // every setup's first second is one with both reading.
+    let _gp_p = t.spawn("gp", &fio_read(&gp_file, Some(target)));
+    wait_for("the gp reading", Duration::from_secs(30), || {
+        (rbytes(&gp, &dev) > target).then_some(())
+    });
     let hog_p = t.spawn("hog", &hog_cmd);
     wait_for("the hog reading", Duration::from_secs(30), || {
         (rbytes(&hog, &dev) > 4 << 20).then_some(())
     });
-    let _gp_p = t.spawn("gp", &fio_read(&gp_file, Some(target)));
-    std::thread::sleep(Duration::from_secs(1));
     // iocost's vrate (the root's io.stat) each second: what its latency targets did.
     let mut vrates: Vec<f64> = Vec::new();
     let (g, h) = sample2(
@@ -896,7 +902,10 @@ fn mem(setup: &'static str, copy: Option<&Weights>) -> (Outcome, Weights) {
     };
     let gp_cached_before = cached(&gp);
     let _gp_p = t.spawn("gp", &gp_cmd(Some(target)));
-    std::thread::sleep(Duration::from_secs(1));
+    // Reading (fio's parent moves rchar by a few KiB before its job runs).
+    wait_for("the gp reading", Duration::from_secs(30), || {
+        (rchar(&gp) > 1 << 20).then_some(())
+    });
     let hog_p = t.spawn("hog", &hog_cmd);
     std::thread::sleep(Duration::from_secs(1));
     let mut hog_mem = Vec::new();
