@@ -180,7 +180,8 @@ pub struct ProtectionStatus {
     pub levels: BTreeMap<String, u8>,
     /// Knobs currently held.
     pub holds: Vec<HoldView>,
-    /// Average CPU time of one sampler tick (thread CPU clock), microseconds: the loop's own cost.
+    /// Average CPU time of the loop per tick (thread CPU clock: the tick and
+    /// the wait since the previous one), microseconds: the loop's own cost.
     pub tick_cost_us: f64,
 }
 

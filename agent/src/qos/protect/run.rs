@@ -154,6 +154,8 @@ struct Loop {
     buf: Vec<u8>,
     short_logged: BTreeMap<Resource, Instant>,
     tick_cost: f64,
+    /// The thread's CPU clock when the last tick ended.
+    last_tick_end: Option<Duration>,
     /// The node's reclaim, read while a reserved workload has a memory floor.
     reclaim: Option<NodeReclaim>,
 }
@@ -181,6 +183,7 @@ impl Loop {
             buf: Vec::with_capacity(8192),
             short_logged: BTreeMap::new(),
             tick_cost: 0.0,
+            last_tick_end: None,
             reclaim: None,
         }
     }
@@ -394,7 +397,9 @@ impl Loop {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cpu0 = thread_cpu();
         self.tick_inner(now);
-        let cost = thread_cpu().saturating_sub(cpu0).as_secs_f64() * 1e6;
+        let cpu1 = thread_cpu();
+        let cost = loop_cost(self.last_tick_end, cpu0, cpu1).as_secs_f64() * 1e6;
+        self.last_tick_end = Some(cpu1);
         self.tick_cost = if self.tick_cost == 0.0 {
             cost
         } else {
@@ -728,6 +733,16 @@ fn reclaim_obs(watched: &[Watched], scanned: Option<u64>) -> Option<FloorObs> {
     })
 }
 
+/// The loop's CPU for the tick that ran from `start` to `end` (thread CPU
+/// clock): the tick itself and everything the thread did since the previous
+/// tick ended (`last_end`) — the poll on the PSI triggers and its wake-ups,
+/// a rebuild of the watch set. The poll is not free: under an emulator it
+/// was as much again as the ticks.
+fn loop_cost(last_end: Option<Duration>, start: Duration, end: Duration) -> Duration {
+    let from = last_end.map_or(start, |l| l.min(start));
+    end.saturating_sub(from)
+}
+
 /// `interval`, or longer where a tick costing `tick_cost_us` would spend more
 /// than `budget` of one core: the interval at which it spends exactly that, at
 /// most [`MAX_INTERVAL`] (never shorter than asked).
@@ -767,6 +782,18 @@ mod tests {
         assert!(reclaim_obs(&[cpu_only, hog.clone()], Some(2_000)).is_none());
         // Not measured yet.
         assert!(reclaim_obs(&[gp, hog], None).is_none());
+    }
+
+    #[test]
+    fn a_ticks_cost_counts_the_wait_before_it() {
+        let us = Duration::from_micros;
+        // The first tick: its own work only.
+        assert_eq!(loop_cost(None, us(1_000), us(1_300)), us(300));
+        // Later ticks: since the previous one ended, the poll included.
+        assert_eq!(loop_cost(Some(us(1_300)), us(1_700), us(2_000)), us(700));
+        // A clock that went back (it does not; a thread's clock is
+        // monotonic) is the tick alone, never negative.
+        assert_eq!(loop_cost(Some(us(5_000)), us(1_700), us(2_000)), us(300));
     }
 
     #[test]
