@@ -8,12 +8,21 @@
 #   sudo ./scripts/bench-isolation.sh [SECONDS_PER_RUN]
 #   DAROS_ISOLATION_DISK=direct: the VM's disk opened O_DIRECT on the host (its
 #   own disk's latency and bandwidth, for iocost) instead of the host's page
-#   cache; DAROS_ISOLATION_ONLY=cpu|mem|net|io: one scenario.
+#   cache; DAROS_ISOLATION_ONLY=cpu|mem|net|io: one scenario;
+#   DAROS_ISOLATION_PROFILE=release (default: darosd as packaging/install.sh
+#   deploys it) or debug (CI's build; under the emulator its own threads take
+#   several times the CPU).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
 SECS="${1:-30}"
 DISK="${DAROS_ISOLATION_DISK:-unsafe}"
+PROFILE="${DAROS_ISOLATION_PROFILE:-release}"
+case "$PROFILE" in
+    release) CARGO_PROFILE=(--release) ;;
+    debug) CARGO_PROFILE=() ;;
+    *) die "DAROS_ISOLATION_PROFILE: '$PROFILE' is neither release nor debug" ;;
+esac
 ONLY=()
 [ -z "${DAROS_ISOLATION_ONLY:-}" ] || ONLY=(--env "DAROS_ISOLATION_ONLY=$DAROS_ISOLATION_ONLY")
 ensure_rust
@@ -21,14 +30,14 @@ cd "$REPO"
 export CARGO_INCREMENTAL=0
 cargo build -q -p daros-bpf-tests --bin daros-vmtest
 # The network scenario's traffic generator (and darosd's datapath loader).
-cargo build -q -p daros-ebpf --bin daros-bpf
+cargo build -q "${CARGO_PROFILE[@]}" -p daros-ebpf --bin daros-bpf
 target/debug/daros-vmtest prepare >/dev/null
-say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; the VM's disk: $DISK"
+say "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; the VM's disk: $DISK; darosd: $PROFILE build"
 LOG="$REPO/target/bench-isolation.log"
 # The whole run (the guest's output, darosd's log on failure) stays in $LOG.
 if ! target/debug/daros-vmtest cargo-test --timeout 2400 --disk-mib 1536 --disk-cache "$DISK" --env "DAROS_ISOLATION_SECS=$SECS" "${ONLY[@]}" \
-    --env "DAROS_BPF_BIN=$REPO/target/debug/daros-bpf" \
-    -p daros-agent --test isolation_vm -- --ignored --nocapture >"$LOG" 2>&1; then
+    --env "DAROS_BPF_BIN=$REPO/target/$PROFILE/daros-bpf" \
+    "${CARGO_PROFILE[@]}" -p daros-agent --test isolation_vm -- --ignored --nocapture >"$LOG" 2>&1; then
     tail -n 60 "$LOG"
     die "the isolation run failed; its output is in $LOG"
 fi
