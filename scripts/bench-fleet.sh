@@ -8,7 +8,7 @@
 # bench process, with DAROS_FLEET_GOSSIP=2s DAROS_FLEET_DOWN_AFTER=60s: docs/benchmarks.md)
 # Other knobs: DAROS_FLEET_GOSSIP (gossip interval, default 500ms),
 # DAROS_FLEET_DOWN_AFTER (default 10s), DAROS_FLEET_DELAY_MS (fake start delay, 200),
-# DAROS_FLEET_SINGLES (single-application samples, 5).
+# DAROS_FLEET_SINGLES (single-application samples on the idle cluster, 20).
 # Not part of CI's time budget (CI runs 20 agents and 200 workloads inside the
 # test suite). Prints the results (docs/benchmarks.md, "Side by side").
 set -euo pipefail
@@ -18,6 +18,7 @@ ensure_rust
 cd "$REPO"
 export CARGO_INCREMENTAL=0
 export DAROS_FLEET_AGENTS="${1:-200}" DAROS_FLEET_WORKLOADS="${2:-20000}"
+export DAROS_FLEET_SINGLES="${DAROS_FLEET_SINGLES:-20}"
 export DAROS_FLEET_PER_APP="${3:-10}" DAROS_FLEET_BATCH="${4:-10}" DAROS_FLEET_CLIENTS="${5:-4}"
 say "building darosd and the fleet bench (release)"
 cargo build -q --release -p daros-agent --bin darosd -p daros-adapters --bin daros-shim

@@ -9,7 +9,9 @@
 //! Measured, through the API an operator uses (`POST /v1/apps` on the
 //! leader's socket, lifecycle events from `GET /v1/events`):
 //! - a single application on the idle cluster: apply → Running (the commit
-//!   stamp of its Running event minus the moment the POST was sent);
+//!   stamp of its Running event minus the moment the POST was sent), once
+//!   the joins' gossip has spread and this process's CPU stopped falling
+//!   (`settle`), and a few right after the last registration for contrast;
 //! - W workloads as applications of `DAROS_FLEET_PER_APP` workloads, posted
 //!   `DAROS_FLEET_BATCH` applications per apply by `DAROS_FLEET_CLIENTS`
 //!   concurrent clients: workloads per second from the first POST to the last
@@ -357,6 +359,89 @@ async fn until<T>(what: &str, timeout: Duration, mut f: impl AsyncFnMut() -> Opt
     }
 }
 
+/// Applies one application of one workload and waits for it: apply → Running, ms.
+async fn single_app(c: &Client, feed: &mut RunningFeed, name: String) -> u64 {
+    let sent = apply(c, app_yaml(&name, 1)).await;
+    let key = format!("{TENANT}/{name}");
+    let at = until(
+        &format!("{key} Running"),
+        Duration::from_secs(60),
+        async || {
+            feed.catch_up(c).await;
+            feed.running.get(&key).copied()
+        },
+    )
+    .await;
+    at.saturating_sub(sent)
+}
+
+/// Waits until the cluster is idle after the joins: a sample of agents sees
+/// every member alive (the joins' gossip has spread), and this process (every
+/// simulated agent) has used no less CPU than 5 s before, three windows in a
+/// row (its backlog is drained: the level it keeps while idle; or under 5 % of
+/// a core). Right after the last registration the process still spreads a
+/// thousand joins, and an application measured then measures that backlog,
+/// not the idle cluster.
+/// Gives up after 3 minutes and says so; prints what it saw.
+async fn settle(fleet: &[(Arc<ControlPlane>, FakeRuntime)], members: usize) {
+    use daros_gossip::membership::MemberStatus;
+    let t0 = Instant::now();
+    let step = fleet.len().div_ceil(10).max(1);
+    let sample: Vec<&Arc<ControlPlane>> = fleet
+        .iter()
+        .step_by(step)
+        .chain(fleet.last())
+        .map(|(p, _)| p)
+        .collect();
+    let window = Duration::from_secs(5);
+    let mut last_cpu: Option<f64> = None;
+    let mut flat = 0;
+    let (mut cpu0, mut at0) = (usage(std::process::id()).unwrap().0, Instant::now());
+    loop {
+        tokio::time::sleep(window).await;
+        let cpu1 = usage(std::process::id()).unwrap().0;
+        let share = (cpu1 - cpu0) / at0.elapsed().as_secs_f64();
+        (cpu0, at0) = (cpu1, Instant::now());
+        let mut seen = 0;
+        for p in &sample {
+            let alive = p
+                .mesh()
+                .members()
+                .await
+                .iter()
+                .filter(|m| m.status == MemberStatus::Alive)
+                .count();
+            seen += usize::from(alive >= members);
+        }
+        // Not falling any more (three windows in a row within 5 % of the one
+        // before), or too little left to fall (a small fleet).
+        flat = if last_cpu.is_some_and(|l| share >= l * 0.95) {
+            flat + 1
+        } else {
+            0
+        };
+        let steady = share < 0.05 || flat >= 3;
+        eprintln!(
+            "settling: {:.0} s, {seen}/{} sampled agents see all {members} members alive, this process {:.0} % of a core",
+            t0.elapsed().as_secs_f64(),
+            sample.len(),
+            share * 100.0
+        );
+        if seen == sample.len() && steady {
+            eprintln!(
+                "settled {:.1} s after the last registration",
+                t0.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        if t0.elapsed() > Duration::from_secs(180) {
+            eprintln!("not settled within 180 s: measuring anyway");
+            return;
+        }
+        last_cpu = Some(share);
+    }
+}
+
 async fn leader(servers: &[Server]) -> Option<String> {
     for s in servers.iter().filter(|s| s.child.is_some()) {
         if let Ok(v) = s.client().get::<Value>("/v1/cluster").await
@@ -482,6 +567,7 @@ async fn run() {
     let batch = env_usize("DAROS_FLEET_BATCH", 5).max(1);
     let clients = env_usize("DAROS_FLEET_CLIENTS", 4).max(1);
     let singles = env_usize("DAROS_FLEET_SINGLES", 5);
+    let early_singles = singles.min(3);
     let delay = Duration::from_millis(env_usize("DAROS_FLEET_DELAY_MS", 200) as u64);
     let gossip = std::env::var("DAROS_FLEET_GOSSIP").unwrap_or_else(|_| "500ms".into());
     let down_after = std::env::var("DAROS_FLEET_DOWN_AFTER").unwrap_or_else(|_| "10s".into());
@@ -653,7 +739,7 @@ async fn run() {
     )
     .await
     .unwrap();
-    let events = (apps + singles + 10) * 6;
+    let events = (apps + early_singles + singles + 10) * 6;
     if events > 10_000 {
         c.send::<Value>(
             Method::PUT,
@@ -666,23 +752,25 @@ async fn run() {
     let mut feed = RunningFeed::new();
     assert!(feed.catch_up(&c).await);
 
-    // One application on the idle cluster, one at a time.
+    // One application at a time: a few right after the last registration,
+    // then the samples on the idle cluster (after `settle`).
+    let mut early = Vec::new();
+    for k in 0..early_singles {
+        early.push(single_app(&c, &mut feed, format!("early-{k}")).await);
+    }
+    settle(&fleet, agents + 3).await;
+    let me_single = usage(std::process::id()).unwrap().0;
+    let t_single = Instant::now();
     let mut single = Vec::new();
     for k in 0..singles {
-        let name = format!("single-{k}");
-        let sent = apply(&c, app_yaml(&name, 1)).await;
-        let key = format!("{TENANT}/{name}");
-        let at = until(
-            &format!("{key} Running"),
-            Duration::from_secs(60),
-            async || {
-                feed.catch_up(&c).await;
-                feed.running.get(&key).copied()
-            },
-        )
-        .await;
-        single.push(at.saturating_sub(sent));
+        single.push(single_app(&c, &mut feed, format!("single-{k}")).await);
     }
+    eprintln!(
+        "the single applications took {:.1} s; this process used {:.0} % of a core meanwhile",
+        t_single.elapsed().as_secs_f64(),
+        100.0 * (usage(std::process::id()).unwrap().0 - me_single)
+            / t_single.elapsed().as_secs_f64().max(0.001)
+    );
 
     // The load: every application posted, in batches, by concurrent clients.
     let leader_name = leader(&servers).await.unwrap();
@@ -761,7 +849,7 @@ async fn run() {
     let held: usize = fleet.iter().map(|(_, rt)| rt.ready()).sum();
     assert_eq!(
         held,
-        apps * per_app + singles,
+        apps * per_app + early_singles + singles,
         "instances ready on the simulated agents"
     );
     let busiest = fleet.iter().map(|(_, rt)| rt.ready()).max().unwrap_or(0);
@@ -776,6 +864,9 @@ async fn run() {
         "single application on the idle cluster, apply -> Running: median {} ms, max {} ms ({singles} samples: {single:?})",
         pct(&mut single_sorted, 0.5),
         single.iter().max().copied().unwrap_or(0)
+    );
+    eprintln!(
+        "single application right after the last registration (before settling): {early:?} ms"
     );
     eprintln!(
         "{} workloads ({apps} applications) Running {span:.1} s after the first apply \
@@ -845,7 +936,7 @@ async fn run() {
     eprintln!("new leader's timings:\n{}", nl.timings());
     assert_eq!(
         fleet.iter().map(|(_, rt)| rt.ready()).sum::<usize>(),
-        apps * per_app + singles + 1,
+        apps * per_app + early_singles + singles + 1,
         "instances ready on the simulated agents after the failover"
     );
     // All at once: one after another, 1,000 agents' leaves took over 10 minutes.
