@@ -175,6 +175,14 @@ pub enum Command {
         /// Its state.
         state: ObservedState,
     },
+    /// Several instance reports at once (a node's batch): each observed as a
+    /// [`Command::ReportWorkload`], then every application they touch planned
+    /// once, not once per report — a node's batch holds many replicas of the
+    /// few applications placed there.
+    ReportWorkloads {
+        /// The reports, oldest first.
+        reports: Vec<WorkloadReport>,
+    },
     /// A runtime adapter reports an init job's state.
     ReportInitJob {
         /// The job.
@@ -281,6 +289,7 @@ impl Command {
             Command::DeleteConfig { .. } => "DeleteConfig",
             Command::DeleteSecret { .. } => "DeleteSecret",
             Command::ReportWorkload { .. } => "ReportWorkload",
+            Command::ReportWorkloads { .. } => "ReportWorkloads",
             Command::ReportInitJob { .. } => "ReportInitJob",
             Command::NodeInventory { .. } => "NodeInventory",
             Command::Tick => "Tick",
@@ -293,6 +302,18 @@ impl Command {
             Command::Expect { then, .. } => then.name(),
         }
     }
+}
+
+/// One instance's report in a [`Command::ReportWorkloads`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    /// The instance.
+    pub instance: InstanceId,
+    /// The placement the report is about (0: unknown, matched by version).
+    #[serde(default)]
+    pub placement: PlacementId,
+    /// Its state.
+    pub state: ObservedState,
 }
 
 /// An application change that was refused (it stays as it was).

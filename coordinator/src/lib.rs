@@ -49,7 +49,7 @@ pub mod whatif;
 /// Workflows: ordered steps of an application's deployment.
 pub mod workflow;
 
-pub use command::{Command, NodeCondition, OperationRequest, Outcome, Refusal};
+pub use command::{Command, NodeCondition, OperationRequest, Outcome, Refusal, WorkloadReport};
 pub use decision::{Decision, DecisionId, Explanation};
 pub use error::CoordinatorError;
 pub use field::FieldError;

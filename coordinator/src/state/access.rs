@@ -88,6 +88,7 @@ impl Coordinator {
             | Command::DeleteTenant { .. }
             | Command::DeletePool { .. }
             | Command::ReportWorkload { .. }
+            | Command::ReportWorkloads { .. }
             | Command::ReportInitJob { .. }
             | Command::Tick
             | Command::SetRetention { .. }

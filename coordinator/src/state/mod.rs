@@ -224,6 +224,9 @@ impl Coordinator {
                 placement,
                 state,
             } => self.cmd_report_workload(&instance, placement, state, now, &mut out)?,
+            Command::ReportWorkloads { reports } => {
+                self.cmd_report_workloads(reports, now, &mut out)
+            }
             Command::ReportInitJob { job, run, state } => {
                 self.cmd_report_job(&job, run, state, now, &mut out)?
             }

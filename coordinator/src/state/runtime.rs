@@ -2,10 +2,12 @@
 //! then the pure planner decides the next actions and the lifecycle
 //! transitions they imply.
 
+use std::collections::BTreeSet;
+
 use super::Coordinator;
 use super::entry::{Degradation, DegradationCause};
 use super::rollout::NO_PROMOTION;
-use crate::command::Outcome;
+use crate::command::{Outcome, WorkloadReport};
 use crate::error::CoordinatorError;
 use crate::lifecycle::{Input, SystemEvent, Trigger};
 use crate::model::health::CheckKind;
@@ -189,10 +191,51 @@ impl Coordinator {
         now: Timestamp,
         out: &mut Outcome,
     ) -> Result<(), CoordinatorError> {
+        if self.observe_report(id, placement, state, now, out) {
+            self.replan(&id.app, now, out);
+            // A stopped or ready instance may be what a drain waits for.
+            self.drain_step(now, out);
+        }
+        Ok(())
+    }
+
+    /// A node's batch: every report observed in order, then each application
+    /// they touched planned once (in key order) and the drains stepped once.
+    pub(super) fn cmd_report_workloads(
+        &mut self,
+        reports: Vec<WorkloadReport>,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) {
+        let mut touched = BTreeSet::new();
+        for r in reports {
+            if self.observe_report(&r.instance, r.placement, r.state, now, out) {
+                touched.insert(r.instance.app);
+            }
+        }
+        if touched.is_empty() {
+            return;
+        }
+        for app in &touched {
+            self.replan(app, now, out);
+        }
+        self.drain_step(now, out);
+    }
+
+    /// Records one instance report; false when it was ignored (the notes
+    /// say why) and nothing needs planning.
+    fn observe_report(
+        &mut self,
+        id: &InstanceId,
+        placement: PlacementId,
+        state: ObservedState,
+        now: Timestamp,
+        out: &mut Outcome,
+    ) -> bool {
         let Some(e) = self.apps.get_mut(&id.app) else {
             out.notes
                 .push(format!("ignored report for {id}: no such application"));
-            return Ok(());
+            return false;
         };
         let readiness = e.spec().workload(&id.workload).is_some_and(|w| {
             w.health_checks
@@ -203,7 +246,7 @@ impl Coordinator {
         let Some(inst) = e.runtime.instances.get_mut(&k) else {
             out.notes
                 .push(format!("ignored report for {id}: not placed"));
-            return Ok(());
+            return false;
         };
         if inst.owns(id.version, placement) {
             let ready =
@@ -233,7 +276,7 @@ impl Coordinator {
                 "ignored report for {id} (placement {placement}): the replica's placement is {} at version {}",
                 inst.placement, inst.version
             ));
-            return Ok(());
+            return false;
         }
         // A replacement is done once the new instance is ready and the old
         // one stopped (a surge stops the old one only after that).
@@ -248,10 +291,7 @@ impl Coordinator {
                 ));
             }
         }
-        self.replan(&id.app, now, out);
-        // A stopped or ready instance may be what a drain waits for.
-        self.drain_step(now, out);
-        Ok(())
+        true
     }
 
     pub(super) fn cmd_report_job(

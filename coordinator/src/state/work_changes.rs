@@ -125,6 +125,7 @@ impl WorkChanges {
 pub(super) fn changes_only_applications(cmd: &Command) -> bool {
     match cmd {
         Command::ReportWorkload { .. }
+        | Command::ReportWorkloads { .. }
         | Command::ReportInitJob { .. }
         | Command::NodeInventory { .. }
         | Command::Tick
