@@ -11,7 +11,10 @@
 //!   (16 MiB) lower per further level, never below a Burstable workload's
 //!   request;
 //! - io: `io.max` on every device at a quarter of the rate the workload had
-//!   when first held, halved per level, at least 1 MiB/s.
+//!   when first held, halved per level, at least 1 MiB/s; a level-1 hold
+//!   eases by `IO_EASE_FACTOR` per step before it is released (the policy's
+//!   easing steps), so the held workload finds the rate the protected one can
+//!   spare instead of surging back to all of it at once.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +42,9 @@ pub const MEMORY_STEP: u64 = 16 << 20;
 pub const MIN_MEMORY_HIGH: u64 = 16 << 20;
 /// Smallest IO rate left to a held workload, bytes/s.
 pub const MIN_IO_RATE: u64 = 1 << 20;
+/// How much each easing step widens a level-1 IO hold: from a quarter of the
+/// rate at the hold, four steps reach 1.27 times it.
+pub const IO_EASE_FACTOR: f64 = 1.5;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
@@ -51,6 +57,8 @@ enum Value {
 struct Held {
     value: Value,
     level: u8,
+    /// Easing step of the value (IO at level 1).
+    ease: u8,
     since: u64,
     class: QosClass,
 }
@@ -196,8 +204,11 @@ impl Actuator {
                 budget / n_held,
             );
             if prev.as_ref().is_some_and(|p| p.value == value) {
-                if let Some(h) = self.held.get_mut(&key) {
+                if let Some(h) = self.held.get_mut(&key)
+                    && h.level != level
+                {
                     h.level = level;
+                    h.ease = 0;
                 }
                 continue;
             }
@@ -213,16 +224,78 @@ impl Actuator {
                     if !out.classes.contains(&w.class) {
                         out.classes.push(w.class);
                     }
-                    let since = prev.map_or_else(unix_ms, |p| p.since);
+                    let since = prev.as_ref().map_or_else(unix_ms, |p| p.since);
+                    let ease = prev.filter(|p| p.level == level).map_or(0, |p| p.ease);
                     self.held.insert(
                         key,
                         Held {
                             value,
                             level,
+                            ease,
                             since,
                             class: w.class,
                         },
                     );
+                }
+                Err(e) => out.errors.push(e),
+            }
+        }
+        out
+    }
+
+    /// Moves the IO holds to easing step `ease`: each step widens the level-1
+    /// rates by `IO_EASE_FACTOR` (never past a workload's own limit).
+    pub fn set_ease(&mut self, res: Resource, ease: u8, watched: &[Watched]) -> Applied {
+        let mut out = Applied::default();
+        let keys: Vec<(String, Resource)> = self
+            .held
+            .iter()
+            .filter(|((_, r), h)| *r == res && h.ease != ease && matches!(h.value, Value::Io(_)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(w) = watched.iter().find(|w| w.id == key.0) else {
+                continue;
+            };
+            let Some(h) = self.held.get(&key) else {
+                continue;
+            };
+            let Value::Io(lines) = &h.value else {
+                continue;
+            };
+            let scale = IO_EASE_FACTOR.powi(i32::from(ease) - i32::from(h.ease));
+            let widen = |v: Option<u64>, stat: Option<u64>| {
+                v.map(|v| {
+                    let v = ((v as f64 * scale) as u64).max(MIN_IO_RATE);
+                    stat.map_or(v, |s| v.min(s))
+                })
+            };
+            let value = Value::Io(
+                lines
+                    .iter()
+                    .map(|l| IoMaxLine {
+                        rbps: widen(l.rbps, w.io_read_limit),
+                        wbps: widen(l.wbps, w.io_write_limit),
+                        ..*l
+                    })
+                    .collect(),
+            );
+            match self.write(w, res, &value) {
+                Ok(()) => {
+                    out.writes.push(format!(
+                        "{} {} {}",
+                        w.id,
+                        self.knob_name(res),
+                        self.render(&value)
+                    ));
+                    out.workloads.push(w.id.clone());
+                    if !out.classes.contains(&w.class) {
+                        out.classes.push(w.class);
+                    }
+                    if let Some(h) = self.held.get_mut(&key) {
+                        h.value = value;
+                        h.ease = ease;
+                    }
                 }
                 Err(e) => out.errors.push(e),
             }
@@ -275,8 +348,14 @@ impl Actuator {
                 Value::MemoryHigh(v)
             }
             Resource::Io | Resource::Pids | Resource::Network | Resource::Gpu => {
+                // The same level keeps its value, eased or not (a re-assert);
+                // a new level counts from the uneased one.
                 let scale = match prev {
-                    Some(p) => 2f64.powi(i32::from(p.level) - i32::from(level)),
+                    Some(p) if p.level == level => 1.0,
+                    Some(p) => {
+                        2f64.powi(i32::from(p.level) - i32::from(level))
+                            / IO_EASE_FACTOR.powi(i32::from(p.ease))
+                    }
                     None => 1.0,
                 };
                 let lines = self

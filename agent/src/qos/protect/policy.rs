@@ -31,6 +31,12 @@ pub struct PolicyConfig {
     pub flap_window: Duration,
     /// Highest level.
     pub max_level: u8,
+    /// Widening steps of a level-1 hold before it is released (0: released at
+    /// once).
+    pub ease_steps: u8,
+    /// An easing step let a floor slip when the workload falls below this
+    /// share of it (with stall).
+    pub slip_ratio: f64,
 }
 
 impl Default for PolicyConfig {
@@ -46,6 +52,8 @@ impl Default for PolicyConfig {
             max_hold_time: Duration::from_secs(120),
             flap_window: Duration::from_secs(10),
             max_level: 6,
+            ease_steps: 0,
+            slip_ratio: 0.95,
         }
     }
 }
@@ -69,6 +77,9 @@ pub struct FloorObs {
 impl FloorObs {
     pub(super) fn threatened(&self, c: &PolicyConfig) -> bool {
         self.floor > 0.0 && self.usage < c.threat_ratio * self.floor && self.stall >= c.stall_hold
+    }
+    fn slipped(&self, c: &PolicyConfig) -> bool {
+        self.usage < c.slip_ratio * self.floor && self.stall >= c.stall_release
     }
     fn restored(&self, c: &PolicyConfig) -> bool {
         self.usage >= c.restored_ratio * self.floor || self.stall < c.stall_release
@@ -98,6 +109,14 @@ pub enum Change {
         /// New level.
         level: u8,
     },
+    /// The level-1 hold moved to this easing step: wider than the step
+    /// before (`wider`), or back after a step that let a floor slip.
+    Ease {
+        /// New step (0: the hold as first set).
+        step: u8,
+        /// Widened (true) or taken back (false).
+        wider: bool,
+    },
     /// The threatened floors are back above `restored_ratio` after the loop acted.
     Restored {
         /// From the first tick that saw the threat.
@@ -116,6 +135,7 @@ pub struct ResourcePolicy {
     last_release: Option<Duration>,
     last_threat: Option<Duration>,
     hold_time: Duration,
+    ease: u8,
 }
 
 impl ResourcePolicy {
@@ -130,12 +150,18 @@ impl ResourcePolicy {
             last_release: None,
             last_threat: None,
             hold_time: c.hold_time,
+            ease: 0,
         }
     }
 
     /// Current level (0: nothing held).
     pub fn level(&self) -> u8 {
         self.level
+    }
+
+    /// Current easing step of a level-1 hold.
+    pub fn ease(&self) -> u8 {
+        self.ease
     }
 
     /// Current hold time (after backoff).
@@ -177,9 +203,20 @@ impl ResourcePolicy {
                     self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
                 }
                 self.level = 1;
+                self.ease = 0;
                 self.last_change = now;
                 self.acted = true;
                 out.push(Change::Hold { why });
+            } else if self.ease > 0 {
+                // The widening went too far: back to the hold that worked.
+                self.ease = 0;
+                self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
+                self.last_change = now;
+                self.acted = true;
+                out.push(Change::Ease {
+                    step: 0,
+                    wider: false,
+                });
             } else if self.level < c.max_level
                 && now.saturating_sub(self.last_change) >= c.escalate_after
             {
@@ -207,11 +244,38 @@ impl ResourcePolicy {
         if self.level == 0 {
             return out;
         }
+        if self.ease > 0
+            && obs.iter().any(|o| o.slipped(c))
+            && now.saturating_sub(self.last_change) >= c.escalate_after
+        {
+            // The last widening let a floor slip (not yet a threat): one step
+            // back, and wait longer before trying again.
+            self.ease -= 1;
+            self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
+            self.last_change = now;
+            self.calm_since = None;
+            out.push(Change::Ease {
+                step: self.ease,
+                wider: false,
+            });
+            return out;
+        }
         if obs.iter().all(|o| o.comfortable(c)) {
             let since = *self.calm_since.get_or_insert(now);
             if now.saturating_sub(since) >= self.hold_time
                 && now.saturating_sub(self.last_change) >= self.hold_time
             {
+                if self.level == 1 && self.ease < c.ease_steps {
+                    self.ease += 1;
+                    self.last_change = now;
+                    self.calm_since = Some(now);
+                    out.push(Change::Ease {
+                        step: self.ease,
+                        wider: true,
+                    });
+                    return out;
+                }
+                self.ease = 0;
                 self.level -= 1;
                 self.last_change = now;
                 self.last_release = Some(now);
@@ -310,6 +374,132 @@ mod tests {
         // Long quiet: back to the base hold time on the next threat.
         p.step(&c, ms(200_000), &obs(0.5, 0.5));
         assert_eq!(p.hold_time(), c.hold_time);
+    }
+
+    #[test]
+    fn an_easing_hold_widens_takes_back_a_slip_and_then_releases() {
+        // As the loop judges IO: threat below 75 %, comfortable at 95 %.
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            escalate_after: ms(1100),
+            ease_steps: 2,
+            slip_ratio: 0.9,
+            ..PolicyConfig::default()
+        };
+        let fine = || obs(1.5, 0.5);
+        let slipping = || obs(1.3, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        assert!(matches!(
+            &p.step(&c, ms(0), &obs(1.0, 0.5))[..],
+            [Change::Hold { .. }]
+        ));
+        assert!(p.step(&c, ms(100), &fine()).len() == 1, "restored");
+        assert!(
+            p.step(&c, ms(2000), &fine()).is_empty(),
+            "not yet the hold time"
+        );
+        assert_eq!(
+            p.step(&c, ms(2100), &fine()),
+            vec![Change::Ease {
+                step: 1,
+                wider: true
+            }]
+        );
+        assert!(
+            p.step(&c, ms(2500), &slipping()).is_empty(),
+            "a slip is judged a full window after the step"
+        );
+        assert_eq!(
+            p.step(&c, ms(3300), &slipping()),
+            vec![Change::Ease {
+                step: 0,
+                wider: false
+            }]
+        );
+        assert_eq!(p.hold_time(), ms(4000), "and waits longer to try again");
+        assert_eq!(p.level(), 1, "still held");
+        assert!(p.step(&c, ms(3400), &fine()).is_empty());
+        assert_eq!(
+            p.step(&c, ms(7400), &fine()),
+            vec![Change::Ease {
+                step: 1,
+                wider: true
+            }]
+        );
+        assert_eq!(
+            p.step(&c, ms(11_400), &fine()),
+            vec![Change::Ease {
+                step: 2,
+                wider: true
+            }]
+        );
+        assert_eq!(p.ease(), 2);
+        // A threat on a widened hold goes back to the hold that worked.
+        assert_eq!(
+            p.step(&c, ms(11_500), &obs(1.0, 0.5)),
+            vec![Change::Ease {
+                step: 0,
+                wider: false
+            }]
+        );
+        assert_eq!(p.level(), 1);
+        assert_eq!(p.hold_time(), ms(8000));
+        // Comfortable: the steps again, then the release.
+        p.step(&c, ms(11_600), &fine());
+        assert_eq!(
+            p.step(&c, ms(19_600), &fine()),
+            vec![Change::Ease {
+                step: 1,
+                wider: true
+            }]
+        );
+        assert_eq!(
+            p.step(&c, ms(27_600), &fine()),
+            vec![Change::Ease {
+                step: 2,
+                wider: true
+            }]
+        );
+        assert_eq!(
+            p.step(&c, ms(35_600), &fine()),
+            vec![Change::Release { level: 0 }]
+        );
+        assert_eq!((p.level(), p.ease()), (0, 0));
+    }
+
+    #[test]
+    fn a_shortfall_above_the_slip_ratio_keeps_the_easing() {
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            ease_steps: 4,
+            slip_ratio: 0.85,
+            ..PolicyConfig::default()
+        };
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &obs(1.5, 0.5));
+        assert_eq!(
+            p.step(&c, ms(2100), &obs(1.5, 0.5)),
+            vec![Change::Ease {
+                step: 1,
+                wider: true
+            }]
+        );
+        // 90 % of the floor: not comfortable (no further step), not a slip.
+        for t in (2200..10_000).step_by(100) {
+            assert!(p.step(&c, ms(t), &obs(1.35, 0.5)).is_empty());
+        }
+        assert_eq!(p.ease(), 1);
+        // 80 %: a slip.
+        assert_eq!(
+            p.step(&c, ms(10_000), &obs(1.2, 0.5)),
+            vec![Change::Ease {
+                step: 0,
+                wider: false
+            }]
+        );
     }
 
     #[test]
