@@ -85,6 +85,17 @@ pub struct Applied {
     pub errors: Vec<String>,
 }
 
+impl Applied {
+    /// Records one write of `knob` on `w`.
+    fn wrote(&mut self, w: &Watched, knob: &str, value: &str) {
+        self.writes.push(format!("{} {knob} {value}", w.id));
+        self.workloads.push(w.id.clone());
+        if !self.classes.contains(&w.class) {
+            self.classes.push(w.class);
+        }
+    }
+}
+
 /// The level at which a class is first held: BestEffort at 1, Burstable at 2
 /// (at 1 when there is no BestEffort workload to hold first).
 fn start_level(class: QosClass, has_best_effort: bool) -> Option<u8> {
@@ -214,16 +225,7 @@ impl Actuator {
             }
             match self.write(w, res, &value) {
                 Ok(()) => {
-                    out.writes.push(format!(
-                        "{} {} {}",
-                        w.id,
-                        self.knob_name(res),
-                        self.render(&value)
-                    ));
-                    out.workloads.push(w.id.clone());
-                    if !out.classes.contains(&w.class) {
-                        out.classes.push(w.class);
-                    }
+                    out.wrote(w, self.knob_name(res), &self.render(&value));
                     let since = prev.as_ref().map_or_else(unix_ms, |p| p.since);
                     let ease = prev.filter(|p| p.level == level).map_or(0, |p| p.ease);
                     self.held.insert(
@@ -282,16 +284,7 @@ impl Actuator {
             );
             match self.write(w, res, &value) {
                 Ok(()) => {
-                    out.writes.push(format!(
-                        "{} {} {}",
-                        w.id,
-                        self.knob_name(res),
-                        self.render(&value)
-                    ));
-                    out.workloads.push(w.id.clone());
-                    if !out.classes.contains(&w.class) {
-                        out.classes.push(w.class);
-                    }
+                    out.wrote(w, self.knob_name(res), &self.render(&value));
                     if let Some(h) = self.held.get_mut(&key) {
                         h.value = value;
                         h.ease = ease;
