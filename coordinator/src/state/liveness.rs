@@ -200,7 +200,7 @@ impl Coordinator {
                     ),
                 },
             };
-            let _ = self.cmd_report_workload(&id, placement, failed, now, out);
+            self.cmd_report_workload(id, placement, failed, now, out);
         }
     }
 

@@ -223,7 +223,7 @@ impl Coordinator {
                 instance,
                 placement,
                 state,
-            } => self.cmd_report_workload(&instance, placement, state, now, &mut out)?,
+            } => self.cmd_report_workload(instance, placement, state, now, &mut out),
             Command::ReportWorkloads { reports } => {
                 self.cmd_report_workloads(reports, now, &mut out)
             }

@@ -182,21 +182,22 @@ impl Coordinator {
     /// A report about one placement of an instance: it changes that
     /// placement only (the current one, or the old one a rolling update
     /// replaces); a report about any other placement of the same replica (an
-    /// earlier node, an earlier re-placement) is ignored with a note.
+    /// earlier node, an earlier re-placement) is ignored with a note. The
+    /// batch of one: the same path as a node's batch.
     pub(super) fn cmd_report_workload(
         &mut self,
-        id: &InstanceId,
+        instance: InstanceId,
         placement: PlacementId,
         state: ObservedState,
         now: Timestamp,
         out: &mut Outcome,
-    ) -> Result<(), CoordinatorError> {
-        if self.observe_report(id, placement, state, now, out) {
-            self.replan(&id.app, now, out);
-            // A stopped or ready instance may be what a drain waits for.
-            self.drain_step(now, out);
-        }
-        Ok(())
+    ) {
+        let report = WorkloadReport {
+            instance,
+            placement,
+            state,
+        };
+        self.cmd_report_workloads(vec![report], now, out);
     }
 
     /// A node's batch: every report observed in order, then each application
@@ -219,6 +220,7 @@ impl Coordinator {
         for app in &touched {
             self.replan(app, now, out);
         }
+        // A stopped or ready instance may be what a drain waits for.
         self.drain_step(now, out);
     }
 
