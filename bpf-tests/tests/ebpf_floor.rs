@@ -99,6 +99,8 @@ struct Run {
     floor_rate: f64,
     /// its rate while it ran alone (what this machine lets a paced sender do)
     alone_rate: f64,
+    /// the flood's rate over the same window as `floor_rate`
+    be_rate: f64,
     /// the flood's receiver
     be_samples: ebpf_support::RecvReport,
     /// flood start (monotonic ns) and the floor workload's samples
@@ -129,6 +131,7 @@ fn scenario(l: &Link, f: &TestCgroup, be: &TestCgroup, sink: &TestCgroup, floor:
     let floor_samples = rx_f.finish(Duration::from_secs(60));
     let be_samples = rx_be.finish(Duration::from_secs(60));
     let floor_rate = floor_samples.rate(be_sent.start_ns + 500_000_000, be_sent.end_ns);
+    let be_rate = be_samples.rate(be_sent.start_ns + 500_000_000, be_sent.end_ns);
     let alone_rate = floor_samples.rate(
         floor_samples.first_byte_ns() + 500_000_000,
         be_sent.start_ns,
@@ -136,6 +139,7 @@ fn scenario(l: &Link, f: &TestCgroup, be: &TestCgroup, sink: &TestCgroup, floor:
     Run {
         floor_rate,
         alone_rate,
+        be_rate,
         be_samples,
         flood_start: be_sent.start_ns,
         floor_samples,
@@ -203,9 +207,10 @@ fn floor_holds_at_95_percent_while_best_effort_floods() {
     // Control: no floor loop. The flood takes most of the link.
     let control = scenario(&l, &f, &be, &sink, floor);
     println!(
-        "without the floor loop: floor workload {:.1} MB/s of {} MB/s",
+        "without the floor loop: floor workload {:.1} MB/s of {} MB/s, flood {:.1} MB/s",
         control.floor_rate / 1e6,
-        floor / MB
+        floor / MB,
+        control.be_rate / 1e6
     );
     assert!(
         control.floor_rate < 0.95 * floor as f64,
@@ -277,11 +282,12 @@ fn floor_holds_at_95_percent_while_best_effort_floods() {
     let eats_at = first_above(&run.be_samples, run.flood_start, budget, 30_000_000);
     let ms = |t: Option<u64>| t.map(|t| (t.saturating_sub(run.flood_start)) as f64 / 1e6);
     println!(
-        "with the floor loop: floor workload {:.2} MB/s ({:.1}% of {:.2} MB/s owed; alone {:.2} MB/s); flood capped after {:?} ms, ate into the floor after {:?} ms, floor back above 95% after {:?} ms; cap lifted {lifted_after:?} after both stopped; runner {:?}",
+        "with the floor loop: floor workload {:.2} MB/s ({:.1}% of {:.2} MB/s owed; alone {:.2} MB/s), flood {:.2} MB/s; flood capped after {:?} ms, ate into the floor after {:?} ms, floor back above 95% after {:?} ms; cap lifted {lifted_after:?} after both stopped; runner {:?}",
         run.floor_rate / 1e6,
         run.floor_rate / owed * 100.0,
         owed / 1e6,
         run.alone_rate / 1e6,
+        run.be_rate / 1e6,
         ms(throttled_at),
         ms(eats_at),
         ms(recovered),

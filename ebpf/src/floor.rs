@@ -14,6 +14,12 @@
 //!   90 % or more of its cap counts as wanting more.
 //! - Caps are lifted once the budget covers their demand twice over, or no floor is active, for
 //!   `lift_after` without interruption.
+//! - While caps are in force and hold the capped classes to their budget, an active floor
+//!   workload below its floor on a link that carries what it is thought to carry means the link
+//!   carries less than the configured capacity says (framing the counters do not see, a shaper
+//!   downstream, a CPU-bound path): a `shortfall reserve` then grows (by `SHORTFALL_GROWTH` of
+//!   the capacity per second, at most `SHORTFALL_MAX`) and is taken from the budget, and decays
+//!   once every floor is met. Rates for this judgement are smoothed over `SMOOTH_NS`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -169,6 +175,9 @@ impl Measured {
 pub struct DirDecision {
     /// Bytes/s held for floors and uncapped classes.
     pub reserved_bps: u64,
+    /// Bytes/s also held back because floors fell short on a full link (the link carries
+    /// less than its configured capacity says).
+    pub shortfall_reserve_bps: u64,
     /// Bytes/s left for Burstable and BestEffort.
     pub budget_bps: u64,
     /// Their measured demand.
@@ -198,11 +207,36 @@ impl FloorDecision {
     }
 }
 
+/// Time constant of the smoothed rates the shortfall reserve is judged on.
+const SMOOTH_NS: f64 = 100e6;
+/// The shortfall reserve grows by this fraction of the capacity per second...
+const SHORTFALL_GROWTH: f64 = 0.10;
+/// ...decays by this fraction per second once every floor is met...
+const SHORTFALL_DECAY: f64 = 0.02;
+/// ...and never exceeds this fraction of the capacity.
+const SHORTFALL_MAX: f64 = 0.25;
+/// A floor workload below this share of its floor is short...
+const SHORT_BELOW: f64 = 0.99;
+/// ...and one at this share or more has it met.
+const MET_FROM: f64 = 0.995;
+/// The link counts as full from this share of the usable capacity.
+const FULL_FROM: f64 = 0.95;
+/// The caps count as holding while the capped classes use at most this share of their budget.
+const HELD_UP_TO: f64 = 1.10;
+
 #[derive(Clone, Debug, Default)]
 struct DirState {
     capping: bool,
     /// Since when the caps could have been lifted.
     liftable_since_ns: Option<u64>,
+    /// Bytes/s taken from the budget because floors fell short on a full link.
+    shortfall_reserve: f64,
+    /// Smoothed rate of all workloads in this direction.
+    total_smoothed: f64,
+    /// Smoothed rate of the capped classes.
+    cappable_smoothed: f64,
+    /// When this direction last ticked.
+    last_tick_ns: Option<u64>,
 }
 
 /// The controller. See the module documentation for the rule.
@@ -211,6 +245,8 @@ pub struct NetFloorController {
     cfg: FloorConfig,
     workloads: Vec<FloorWorkload>,
     last_active_ns: BTreeMap<(CgroupId, Direction), u64>,
+    /// Smoothed rates of floor workloads.
+    smoothed: BTreeMap<(CgroupId, Direction), f64>,
     state: [DirState; 2],
 }
 
@@ -222,6 +258,7 @@ impl NetFloorController {
             cfg,
             workloads: Vec::new(),
             last_active_ns: BTreeMap::new(),
+            smoothed: BTreeMap::new(),
             state: Default::default(),
         })
     }
@@ -251,6 +288,7 @@ impl NetFloorController {
         validate_workloads(&self.cfg, &workloads)?;
         let ids: BTreeSet<CgroupId> = workloads.iter().map(|w| w.cgroup).collect();
         self.last_active_ns.retain(|(id, _), _| ids.contains(id));
+        self.smoothed.retain(|(id, _), _| ids.contains(id));
         self.workloads = workloads;
         Ok(())
     }
@@ -286,10 +324,23 @@ impl NetFloorController {
         let rate = |id: CgroupId| measured.get(&id).map_or(0.0, |m| m.dir(dir)).max(0.0);
         let idle_after = self.cfg.idle_after_ms.saturating_mul(1_000_000);
 
+        // Weight of this tick's rates in the smoothed ones (the first tick sets them).
+        let st = &mut self.state[state_idx];
+        let dt = st
+            .last_tick_ns
+            .map_or(0.0, |t| now_ns.saturating_sub(t) as f64);
+        st.last_tick_ns = Some(now_ns);
+        let alpha = if dt > 0.0 { dt / (SMOOTH_NS + dt) } else { 1.0 };
+        let smooth = |old: Option<f64>, r: f64| old.map_or(r, |o| o + alpha * (r - o));
+
         let mut reserved = 0.0;
         let mut any_floor_active = false;
+        let mut any_short = false;
+        let mut all_met = true;
+        let mut total = 0.0;
         for w in self.workloads.iter().filter(|w| w.class.protected()) {
             let r = rate(w.cgroup);
+            total += r;
             match w.floor(dir) {
                 Some(floor) => {
                     if r >= self.cfg.active_bps as f64 {
@@ -301,12 +352,18 @@ impl NetFloorController {
                         .is_some_and(|t| now_ns.saturating_sub(*t) <= idle_after);
                     any_floor_active |= active;
                     reserved += if active { r.max(floor as f64) } else { r };
+                    let key = (w.cgroup, dir);
+                    let sm = smooth(self.smoothed.get(&key).copied(), r);
+                    self.smoothed.insert(key, sm);
+                    if active {
+                        any_short |= sm < SHORT_BELOW * floor as f64;
+                        all_met &= sm >= MET_FROM * floor as f64;
+                    }
                 }
                 None => reserved += r,
             }
         }
         let usable = capacity as f64 * (1.0 - self.cfg.headroom);
-        let budget = (usable - reserved).max(0.0);
 
         // Demand of the cappable classes; a workload pressing against its cap wants more.
         let mut demand_total = 0.0;
@@ -320,10 +377,41 @@ impl NetFloorController {
             };
             wants.push((w.cgroup, w.class, want));
         }
+        total += demand_total;
+        st.total_smoothed = if dt > 0.0 {
+            smooth(Some(st.total_smoothed), total)
+        } else {
+            total
+        };
+        st.cappable_smoothed = if dt > 0.0 {
+            smooth(Some(st.cappable_smoothed), demand_total)
+        } else {
+            demand_total
+        };
 
-        let st = &mut self.state[state_idx];
+        // The shortfall reserve: only while caps are in force and holding, so a floor that is
+        // short because the capped classes overrun their budget (caps not yet biting) is not
+        // mistaken for a link that carries less than configured.
+        let plain_budget = (usable - reserved).max(0.0);
+        let secs = dt / 1e9;
+        if !st.capping {
+            st.shortfall_reserve = 0.0;
+        } else if any_short
+            && st.total_smoothed >= FULL_FROM * usable
+            && st.cappable_smoothed <= HELD_UP_TO * (plain_budget - st.shortfall_reserve).max(0.0)
+        {
+            st.shortfall_reserve = (st.shortfall_reserve
+                + SHORTFALL_GROWTH * capacity as f64 * secs)
+                .min(SHORTFALL_MAX * capacity as f64);
+        } else if all_met || !any_floor_active {
+            st.shortfall_reserve =
+                (st.shortfall_reserve - SHORTFALL_DECAY * capacity as f64 * secs).max(0.0);
+        }
+        let budget = (plain_budget - st.shortfall_reserve).max(0.0);
+
         let mut decision = DirDecision {
             reserved_bps: reserved as u64,
+            shortfall_reserve_bps: st.shortfall_reserve as u64,
             budget_bps: budget as u64,
             demand_bps: demand_total as u64,
             ..DirDecision::default()
@@ -331,6 +419,7 @@ impl NetFloorController {
         if capacity == 0 || wants.is_empty() {
             st.capping = false;
             st.liftable_since_ns = None;
+            st.shortfall_reserve = 0.0;
             return decision;
         }
         if !st.capping {
@@ -644,6 +733,70 @@ mod tests {
             bu >= 109 * MB,
             "Burstable gets the budget BE does not use: {bu}"
         );
+    }
+
+    /// Ticks `secs` of a link that really carries `link` bytes/s (usable says 190 MB/s): the
+    /// BestEffort flood takes up to its cap, F wants `f_wants` and gets at most what is left
+    /// (or its share of the link while the flood is uncapped).
+    /// Returns F's rates per tick and the last decision.
+    fn on_a_link(
+        c: &mut NetFloorController,
+        (t, applied): (&mut u64, &mut BTreeMap<(CgroupId, Direction), u64>),
+        secs: u64,
+        link: u64,
+        f_wants: u64,
+    ) -> (Vec<u64>, FloorDecision) {
+        let mut rates = Vec::new();
+        let mut last = FloorDecision::default();
+        for _ in 0..secs * 100 {
+            *t += TICK;
+            let be = applied
+                .get(&(BE, Direction::Egress))
+                .map_or(300 * MB, |cap: &u64| (*cap).min(300 * MB));
+            // Uncapped, the flood takes the link's share of its demand.
+            let share = (link as f64 * f_wants as f64 / (f_wants + be) as f64) as u64;
+            let f = f_wants.min(link.saturating_sub(be).max(share));
+            rates.push(f);
+            last = c.tick(&egress(&[(F, f), (BE, be)]), applied, *t);
+            *applied = caps(&last);
+        }
+        (rates, last)
+    }
+
+    #[test]
+    fn a_floor_short_on_a_full_link_holds_back_what_it_lacks_and_lets_it_go_when_met() {
+        let mut c = ctl();
+        let (mut t, mut applied) = (0, BTreeMap::new());
+        // The link carries 185 MB/s, not the 190 usable: with the flood at its 110 MB/s cap
+        // the floor workload would get 75 of its 80.
+        let (f, d) = on_a_link(&mut c, (&mut t, &mut applied), 4, 185 * MB, 80 * MB);
+        let reserve = d.egress.shortfall_reserve_bps;
+        assert!(
+            (3 * MB..=10 * MB).contains(&reserve),
+            "reserve {reserve} (the 5 MB/s the link lacks, give or take the band)"
+        );
+        let last_2s = &f[200..];
+        let mean = last_2s.iter().sum::<u64>() as f64 / last_2s.len() as f64;
+        assert!(mean >= 0.98 * 80e6, "floor workload at {mean} of 80 MB/s");
+        assert!(d.egress.caps[&BE] <= 107 * MB, "{:?}", d.egress.caps);
+        // The link recovers its capacity: the floor is met and the reserve decays to nothing.
+        let (f, d) = on_a_link(&mut c, (&mut t, &mut applied), 6, 190 * MB, 80 * MB);
+        assert_eq!(d.egress.shortfall_reserve_bps, 0);
+        assert!(f.iter().all(|r| *r == 80 * MB));
+        assert!(d.egress.caps[&BE] >= 109 * MB, "{:?}", d.egress.caps);
+    }
+
+    #[test]
+    fn a_floor_used_below_its_floor_by_choice_holds_nothing_back() {
+        let mut c = ctl();
+        let (mut t, mut applied) = (0, BTreeMap::new());
+        // F sends 40 of its 80: the link is not full (40 + 110 of 190), nothing is short of
+        // what the link could give it.
+        let (f, d) = on_a_link(&mut c, (&mut t, &mut applied), 3, 190 * MB, 40 * MB);
+        // (the first tick, before the cap, it gets its share of the link)
+        assert!(f.iter().skip(1).all(|r| *r == 40 * MB));
+        assert_eq!(d.egress.shortfall_reserve_bps, 0);
+        assert!(d.egress.caps[&BE] >= 109 * MB, "{:?}", d.egress.caps);
     }
 
     #[test]

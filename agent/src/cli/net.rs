@@ -147,13 +147,20 @@ fn render(s: &NetStatus) -> String {
     if s.floors.running {
         let f = &s.floors;
         o.push_str(&format!(
-            "floor loop: {} ticks, {} cap writes, {} errors; egress {} (budget {}/s, demand {}/s), ingress {}\n",
+            "floor loop: {} ticks, {} cap writes, {} errors; egress {} (budget {}/s, demand {}/s{}), ingress {}\n",
             f.ticks_total,
             f.cap_writes_total,
             f.errors_total,
             if f.egress.capping { "capping" } else { "idle" },
             super::output::bytes(f.egress.budget_bytes_per_second),
             super::output::bytes(f.egress.demand_bytes_per_second),
+            match f.egress.shortfall_reserve_bytes_per_second {
+                0 => String::new(),
+                r => format!(
+                    ", {}/s held back: floors fell short on a full link",
+                    super::output::bytes(r)
+                ),
+            },
             if f.ingress.capping { "capping" } else { "idle" },
         ));
     }

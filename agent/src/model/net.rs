@@ -154,6 +154,10 @@ pub struct FloorDirection {
     pub capping: bool,
     /// Held for floors and uncapped classes, bytes/s.
     pub reserved_bytes_per_second: u64,
+    /// Also held back because floors fell short on a link carrying what its configured
+    /// capacity says it can (it carries less), bytes/s.
+    #[serde(default)]
+    pub shortfall_reserve_bytes_per_second: u64,
     /// Left for Burstable and BestEffort, bytes/s.
     pub budget_bytes_per_second: u64,
     /// Their measured demand, bytes/s.

@@ -44,6 +44,7 @@ fn dir_view(d: &DirDecision) -> FloorDirection {
     FloorDirection {
         capping: d.capping,
         reserved_bytes_per_second: d.reserved_bps,
+        shortfall_reserve_bytes_per_second: d.shortfall_reserve_bps,
         budget_bytes_per_second: d.budget_bps,
         demand_bytes_per_second: d.demand_bps,
     }

@@ -181,6 +181,13 @@ impl Collector for NetCollector {
             )?;
             family(
                 &mut enc,
+                "daros_net_floor_shortfall_reserve_bytes_per_second",
+                "Bandwidth also held back because floors fell short on a full link",
+                Gauge,
+                dirs(|d| d.shortfall_reserve_bytes_per_second as f64),
+            )?;
+            family(
+                &mut enc,
                 "daros_net_floor_budget_bytes_per_second",
                 "Bandwidth left for Burstable and BestEffort",
                 Gauge,
