@@ -131,11 +131,15 @@ pub async fn join_cluster(
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let endpoint = quinn::Endpoint::client(bind)?;
+    // A server busy with other joins may take seconds to answer the handshake; giving up
+    // after the peers' 1 s would have the agent start over with a new handshake, and a
+    // fleet joining at once would pile them up. The whole call's budget applies instead.
     let client = RpcClient::new(
         endpoint.clone(),
-        tls::join_client_config(token.ca_fingerprint)?,
+        tls::join_client_config(token.ca_fingerprint, timeout)?,
         crate::rpc::frame::DEFAULT_MAX_FRAME,
-    );
+    )
+    .with_connect_timeout(timeout);
     let req = JoinRequest {
         token: token.to_string(),
         node_id: node.clone(),

@@ -135,7 +135,12 @@ fn finish_client(tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, TlsEr
 /// Client side for a joining node: no client certificate; the server must present a chain whose
 /// CA has the pinned fingerprint and whose leaf is a server agent of cluster `cluster_id`... the
 /// joining node does not know the cluster id yet, so any cluster id signed by that CA is accepted.
-pub fn join_client_config(ca_fingerprint: [u8; 32]) -> Result<quinn::ClientConfig, TlsError> {
+/// `patience` is the connection's idle timeout, the handshake included: a join is one call to a
+/// server that may be busy with a fleet's joins, not a peer whose silence means it is dead.
+pub fn join_client_config(
+    ca_fingerprint: [u8; 32],
+    patience: Duration,
+) -> Result<quinn::ClientConfig, TlsError> {
     let verifier = Arc::new(PinnedCaVerifier {
         ca_fingerprint,
         algs: provider().signature_verification_algorithms,
@@ -146,7 +151,9 @@ pub fn join_client_config(ca_fingerprint: [u8; 32]) -> Result<quinn::ClientConfi
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    finish_client(tls)
+    let mut cfg = finish_client(tls)?;
+    cfg.transport_config(transport(patience));
+    Ok(cfg)
 }
 
 /// Verifies a server against a CA known only by fingerprint (the CA certificate is the last
