@@ -378,16 +378,9 @@ impl NetFloorController {
             wants.push((w.cgroup, w.class, want));
         }
         total += demand_total;
-        st.total_smoothed = if dt > 0.0 {
-            smooth(Some(st.total_smoothed), total)
-        } else {
-            total
-        };
-        st.cappable_smoothed = if dt > 0.0 {
-            smooth(Some(st.cappable_smoothed), demand_total)
-        } else {
-            demand_total
-        };
+        // (alpha is 1 on the first tick: the smoothed values start at the rates.)
+        st.total_smoothed = smooth(Some(st.total_smoothed), total);
+        st.cappable_smoothed = smooth(Some(st.cappable_smoothed), demand_total);
 
         // The shortfall reserve: only while caps are in force and holding, so a floor that is
         // short because the capped classes overrun their budget (caps not yet biting) is not
