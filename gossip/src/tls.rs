@@ -122,13 +122,16 @@ pub fn client_config_parts(
         None => builder.with_no_client_auth(),
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    finish_client(tls)
+    finish_client(tls, IDLE_TIMEOUT)
 }
 
-fn finish_client(tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, TlsError> {
+fn finish_client(
+    tls: rustls::ClientConfig,
+    idle: Duration,
+) -> Result<quinn::ClientConfig, TlsError> {
     let quic = QuicClientConfig::try_from(tls).map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
-    cfg.transport_config(transport(IDLE_TIMEOUT));
+    cfg.transport_config(transport(idle));
     Ok(cfg)
 }
 
@@ -151,9 +154,7 @@ pub fn join_client_config(
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    let mut cfg = finish_client(tls)?;
-    cfg.transport_config(transport(patience));
-    Ok(cfg)
+    finish_client(tls, patience)
 }
 
 /// Verifies a server against a CA known only by fingerprint (the CA certificate is the last
