@@ -131,15 +131,15 @@ pub async fn join_cluster(
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let endpoint = quinn::Endpoint::client(bind)?;
-    // A server busy with other joins may take seconds to answer the handshake; giving up
-    // after the peers' 1 s would have the agent start over with a new handshake, and a
-    // fleet joining at once would pile them up. The whole call's budget applies instead.
+    // The handshake gets the peers' 1 s, and a busy server's joiner starts over (as systemd
+    // restarts darosd). Waiting out the whole budget instead was tried (00682cd): 1,000
+    // simulated agents retried 25 times rather than 137, but their gossip then never
+    // converged (20-35 members Dead at any moment for minutes), 3 runs of 3 (docs/benchmarks.md).
     let client = RpcClient::new(
         endpoint.clone(),
-        tls::join_client_config(token.ca_fingerprint, timeout)?,
+        tls::join_client_config(token.ca_fingerprint)?,
         crate::rpc::frame::DEFAULT_MAX_FRAME,
-    )
-    .with_connect_timeout(timeout);
+    );
     let req = JoinRequest {
         token: token.to_string(),
         node_id: node.clone(),

@@ -138,12 +138,7 @@ fn finish_client(
 /// Client side for a joining node: no client certificate; the server must present a chain whose
 /// CA has the pinned fingerprint and whose leaf is a server agent of cluster `cluster_id`... the
 /// joining node does not know the cluster id yet, so any cluster id signed by that CA is accepted.
-/// `patience` is the connection's idle timeout, the handshake included: a join is one call to a
-/// server that may be busy with a fleet's joins, not a peer whose silence means it is dead.
-pub fn join_client_config(
-    ca_fingerprint: [u8; 32],
-    patience: Duration,
-) -> Result<quinn::ClientConfig, TlsError> {
+pub fn join_client_config(ca_fingerprint: [u8; 32]) -> Result<quinn::ClientConfig, TlsError> {
     let verifier = Arc::new(PinnedCaVerifier {
         ca_fingerprint,
         algs: provider().signature_verification_algorithms,
@@ -154,7 +149,7 @@ pub fn join_client_config(
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    finish_client(tls, patience)
+    finish_client(tls, IDLE_TIMEOUT)
 }
 
 /// Verifies a server against a CA known only by fingerprint (the CA certificate is the last
