@@ -405,16 +405,25 @@ async fn settle(fleet: &[(Arc<ControlPlane>, FakeRuntime)], members: usize) {
         let cpu1 = usage(std::process::id()).unwrap().0;
         let share = (cpu1 - cpu0) / at0.elapsed().as_secs_f64();
         (cpu0, at0) = (cpu1, Instant::now());
-        let mut seen = 0;
+        let (mut seen, mut short) = (0, None);
         for p in &sample {
-            let alive = p
-                .mesh()
-                .members()
-                .await
+            let all = p.mesh().members().await;
+            let alive = all
                 .iter()
                 .filter(|m| m.status == MemberStatus::Alive)
                 .count();
             seen += usize::from(alive >= members);
+            // What the first agent short of the count sees instead: the
+            // members it does not count alive, and how many it knows at all.
+            if alive < members && short.is_none() {
+                let others: Vec<String> = all
+                    .iter()
+                    .filter(|m| m.status != MemberStatus::Alive)
+                    .take(6)
+                    .map(|m| format!("{} {:?}", m.node_id, m.status))
+                    .collect();
+                short = Some(format!("knows {}, alive {alive}, not alive: {others:?}", all.len()));
+            }
         }
         peak = peak.max(share);
         // Within 5 %, or 2 % of a core (a tick of the clock is 0.5 % of a
@@ -432,6 +441,9 @@ async fn settle(fleet: &[(Arc<ControlPlane>, FakeRuntime)], members: usize) {
             sample.len(),
             share * 100.0
         );
+        if let Some(s) = short {
+            eprintln!("  an agent short of it: {s}");
+        }
         if seen == sample.len() && steady {
             eprintln!(
                 "settled {:.1} s after the last registration",
