@@ -11,7 +11,9 @@
 #   cache; DAROS_ISOLATION_ONLY=cpu|mem|net|io: one scenario;
 #   DAROS_ISOLATION_PROFILE=release (default: darosd as packaging/install.sh
 #   deploys it) or debug (CI's build; under the emulator its own threads take
-#   several times the CPU).
+#   several times the CPU); DAROS_ISOLATION_IO_CEILING=1: the io scenario also
+#   runs plain with the hog's queue cut to 1, 2, 4 and 8 reads in flight (what
+#   the disk allows a reader at its target and a hog together).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
@@ -25,6 +27,7 @@ case "$PROFILE" in
 esac
 ONLY=()
 [ -z "${DAROS_ISOLATION_ONLY:-}" ] || ONLY=(--env "DAROS_ISOLATION_ONLY=$DAROS_ISOLATION_ONLY")
+[ -z "${DAROS_ISOLATION_IO_CEILING:-}" ] || ONLY+=(--env "DAROS_ISOLATION_IO_CEILING=$DAROS_ISOLATION_IO_CEILING")
 ensure_rust
 cd "$REPO"
 export CARGO_INCREMENTAL=0

@@ -17,6 +17,8 @@
 //! network scenario needs `DAROS_BPF_BIN` (its traffic generator) as the VM
 //! runs pass it. `DAROS_ISOLATION_TRACE=1` prints what moved each second of
 //! the mem scenario (stalls, reclaim, swap, the busiest threads, major faults).
+//! `DAROS_ISOLATION_IO_CEILING=1` adds the io scenario's ceiling rows
+//! ([`IO_CEILING_DEPTHS`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -475,11 +477,25 @@ fn io_files() -> (String, PathBuf, PathBuf) {
 }
 
 fn io_hog_cmd(hog_file: &Path) -> String {
+    io_hog_cmd_at(hog_file, 3, 8)
+}
+
+/// The hog with `jobs` × `depth` 1 MiB reads in flight.
+fn io_hog_cmd_at(hog_file: &Path, jobs: u32, depth: u32) -> String {
     format!(
-        "exec fio --name=hog --filename={} --rw=randread --bs=1M --direct=1 --ioengine=libaio --iodepth=8 --numjobs=3 --time_based --runtime=600 --group_reporting --output=/dev/null",
+        "exec fio --name=hog --filename={} --rw=randread --bs=1M --direct=1 --ioengine=libaio --iodepth={depth} --numjobs={jobs} --time_based --runtime=600 --group_reporting --output=/dev/null",
         hog_file.display()
     )
 }
+
+/// The ceiling rows: plain cgroups (darosd's weights, no iocost, no loop)
+/// with the hog's own queue cut to `depth` reads in flight, no other control.
+/// A reader with one read in flight at half its solo rate needs each read
+/// within about twice its solo time; what the hog keeps at the deepest queue
+/// that still lets it do so is what a controller shaping the hog's queue
+/// (iocost's vrate, io.latency, the loop's io.max) can leave it on this disk.
+const IO_CEILING_DEPTHS: [(u32, &str); 4] =
+    [(1, "depth1"), (2, "depth2"), (4, "depth4"), (8, "depth8")];
 
 /// What the IO scenario's two workloads do alone, with no agent and no class,
 /// measured once for all its setups: three times each, interleaved, the
@@ -518,13 +534,24 @@ fn io_alone() -> IoAlone {
 
 /// IO: the protected workload reads sequentially at half its solo rate, its
 /// floor; the hog keeps 24 MiB of random reads in flight.
-fn io(setup: &'static str, copy: Option<&Weights>, alone: &IoAlone) -> (Outcome, Weights) {
+/// `hog_depth`: the hog's reads in flight (one job), for the ceiling rows;
+/// `None` is the scenario's hog (3 jobs × 8).
+fn io(
+    setup: &'static str,
+    copy: Option<&Weights>,
+    alone: &IoAlone,
+    hog_depth: Option<u32>,
+) -> (Outcome, Weights) {
     let (dev, gp_file, hog_file) = io_files();
     let t = TestRoot::new(&format!("iso-io-{setup}"));
     t.workload("gp");
     t.workload("hog");
     let (gp, hog) = (cgroup(&t, "gp"), cgroup(&t, "hog"));
-    let hog_cmd = io_hog_cmd(&hog_file);
+    let hog_cmd =
+        hog_depth.map_or_else(|| io_hog_cmd(&hog_file), |d| io_hog_cmd_at(&hog_file, 1, d));
+    // What this hog reads alone (the ceiling rows' hog is not the scenario's).
+    let hog_alone_here =
+        hog_depth.map(|_| crate::alone(&t, "hog", &hog_cmd, || rbytes(&hog, &dev)));
     // The GP's target is half of what it reads alone.
     let (solo, hog_alone) = (alone.solo, alone.hog);
     let target = (solo * 0.5) as u64;
@@ -609,12 +636,17 @@ fn io(setup: &'static str, copy: Option<&Weights>, alone: &IoAlone) -> (Outcome,
             isolation: iso,
             conservation: hog_beside / hog_alone.max(1.0),
             detail: format!(
-                "target {:.0} MiB/s (solo {:.0}, the median of {:.0?}); hog alone {:.0} (of {:.0?}), beside {:.0} MiB/s; weights {weights:?}",
+                "target {:.0} MiB/s (solo {:.0}, the median of {:.0?}); hog alone {:.0} (of {:.0?}){}, beside {:.0} MiB/s; weights {weights:?}",
                 mib(target as f64),
                 mib(solo),
                 alone.solos.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
                 mib(hog_alone),
                 alone.hogs.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
+                hog_alone_here.map_or(String::new(), |h| format!(
+                    ", at {} in flight alone {:.0}",
+                    hog_depth.unwrap_or_default(),
+                    mib(h)
+                )),
                 mib(hog_beside)
             ),
         },
@@ -1109,13 +1141,19 @@ fn isolation_of_a_protected_workload_against_a_hog() {
     if wanted("io") {
         // One target for the three setups, so that their rows compare.
         let alone = io_alone();
-        let (on, w) = io("darosd", None, &alone);
+        let (on, w) = io("darosd", None, &alone, None);
         // Plain cgroups: iocost as the kernel had it before darosd (off).
-        let (off, _) = io("plain", Some(&w), &alone);
+        let (off, _) = io("plain", Some(&w), &alone, None);
         all.extend([on, off]);
         // iocost and the weights without the loop: what the loop adds.
         if !compare_only() {
-            all.push(io("iocost", None, &alone).0);
+            all.push(io("iocost", None, &alone, None).0);
+        }
+        // What this disk allows at all: plain, the hog's queue cut short.
+        if !compare_only() && std::env::var("DAROS_ISOLATION_IO_CEILING").as_deref() == Ok("1") {
+            for (depth, setup) in IO_CEILING_DEPTHS {
+                all.push(io(setup, Some(&w), &alone, Some(depth)).0);
+            }
         }
     }
     println!("ISOLATION {} s per run", secs());
