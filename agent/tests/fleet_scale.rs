@@ -422,7 +422,10 @@ async fn settle(fleet: &[(Arc<ControlPlane>, FakeRuntime)], members: usize) {
                     .take(6)
                     .map(|m| format!("{} {:?}", m.node_id, m.status))
                     .collect();
-                short = Some(format!("knows {}, alive {alive}, not alive: {others:?}", all.len()));
+                short = Some(format!(
+                    "knows {}, alive {alive}, not alive: {others:?}",
+                    all.len()
+                ));
             }
         }
         peak = peak.max(share);
