@@ -550,8 +550,7 @@ fn io(
     let hog_cmd =
         hog_depth.map_or_else(|| io_hog_cmd(&hog_file), |d| io_hog_cmd_at(&hog_file, 1, d));
     // What this hog reads alone (the ceiling rows' hog is not the scenario's).
-    let hog_alone_here =
-        hog_depth.map(|_| crate::alone(&t, "hog", &hog_cmd, || rbytes(&hog, &dev)));
+    let at_depth = hog_depth.map(|d| (d, crate::alone(&t, "hog", &hog_cmd, || rbytes(&hog, &dev))));
     // The GP's target is half of what it reads alone.
     let (solo, hog_alone) = (alone.solo, alone.hog);
     let target = (solo * 0.5) as u64;
@@ -642,9 +641,8 @@ fn io(
                 alone.solos.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
                 mib(hog_alone),
                 alone.hogs.iter().map(|x| mib(*x)).collect::<Vec<_>>(),
-                hog_alone_here.map_or(String::new(), |h| format!(
-                    ", at {} in flight alone {:.0}",
-                    hog_depth.unwrap_or_default(),
+                at_depth.map_or(String::new(), |(d, h)| format!(
+                    ", at {d} in flight alone {:.0}",
                     mib(h)
                 )),
                 mib(hog_beside)
@@ -1139,7 +1137,7 @@ fn isolation_of_a_protected_workload_against_a_hog() {
         all.extend([net("darosd"), net("plain")]);
     }
     if wanted("io") {
-        // One target for the three setups, so that their rows compare.
+        // One target for every setup, so that their rows compare.
         let alone = io_alone();
         let (on, w) = io("darosd", None, &alone, None);
         // Plain cgroups: iocost as the kernel had it before darosd (off).
