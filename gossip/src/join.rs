@@ -131,10 +131,10 @@ pub async fn join_cluster(
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let endpoint = quinn::Endpoint::client(bind)?;
-    // The handshake gets the peers' 1 s, and a busy server's joiner starts over (as systemd
-    // restarts darosd). Waiting out the whole budget instead was tried (00682cd): 1,000
+    // The handshake gets the peers' 1 s; a joiner that hears nothing starts over (as systemd
+    // restarts darosd). Waiting out the whole budget was tried and reverted (00682cd): 1,000
     // simulated agents retried 25 times rather than 137, but their gossip then never
-    // converged (20-35 members Dead at any moment for minutes), 3 runs of 3 (docs/benchmarks.md).
+    // converged, 3 runs of 3 (docs/benchmarks.md, "Patient joins").
     let client = RpcClient::new(
         endpoint.clone(),
         tls::join_client_config(token.ca_fingerprint)?,
