@@ -122,16 +122,13 @@ pub fn client_config_parts(
         None => builder.with_no_client_auth(),
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    finish_client(tls, IDLE_TIMEOUT)
+    finish_client(tls)
 }
 
-fn finish_client(
-    tls: rustls::ClientConfig,
-    idle: Duration,
-) -> Result<quinn::ClientConfig, TlsError> {
+fn finish_client(tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, TlsError> {
     let quic = QuicClientConfig::try_from(tls).map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
-    cfg.transport_config(transport(idle));
+    cfg.transport_config(transport(IDLE_TIMEOUT));
     Ok(cfg)
 }
 
@@ -149,7 +146,7 @@ pub fn join_client_config(ca_fingerprint: [u8; 32]) -> Result<quinn::ClientConfi
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    finish_client(tls, IDLE_TIMEOUT)
+    finish_client(tls)
 }
 
 /// Verifies a server against a CA known only by fingerprint (the CA certificate is the last
