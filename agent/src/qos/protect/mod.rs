@@ -110,6 +110,8 @@ pub enum EventKind {
     Tighten,
     /// One release step (level 0: all released).
     Release,
+    /// A fully eased hold kept while a reserved workload still uses the resource.
+    Kept,
     /// The threatened floor is back.
     Restored,
     /// A floor is short and nothing can be held back.
@@ -276,7 +278,7 @@ impl Shared {
                         c.reaction_count += 1;
                     }
                 }
-                EventKind::Short => {}
+                EventKind::Short | EventKind::Kept => {}
             }
         }
         let mut ev = lock(&self.events);

@@ -37,6 +37,10 @@ pub struct PolicyConfig {
     /// An easing step let a floor slip when the workload falls below this
     /// share of it (with stall).
     pub slip_ratio: f64,
+    /// A fully eased level-1 hold is kept, not released, while a reserved
+    /// workload still uses at least this share of its floor (0: released
+    /// after the last step, as every other hold).
+    pub keep_ratio: f64,
 }
 
 impl Default for PolicyConfig {
@@ -54,6 +58,7 @@ impl Default for PolicyConfig {
             max_level: 6,
             ease_steps: 0,
             slip_ratio: 0.95,
+            keep_ratio: 0.0,
         }
     }
 }
@@ -87,6 +92,10 @@ impl FloorObs {
     pub(super) fn comfortable(&self, c: &PolicyConfig) -> bool {
         self.usage >= c.comfortable_ratio * self.floor || self.stall < c.stall_release
     }
+    /// Still using its resource, so a fully eased hold stays.
+    fn active(&self, c: &PolicyConfig) -> bool {
+        c.keep_ratio > 0.0 && self.usage >= c.keep_ratio * self.floor
+    }
 }
 
 /// What changed at a tick.
@@ -117,6 +126,12 @@ pub enum Change {
         /// Widened (true) or taken back (false).
         wider: bool,
     },
+    /// The level-1 hold reached its last easing step with a reserved
+    /// workload still active: it stays there until that workload is idle.
+    Kept {
+        /// Which workload, in words.
+        why: String,
+    },
     /// The threatened floors are back above `restored_ratio` after the loop acted.
     Restored {
         /// From the first tick that saw the threat.
@@ -136,6 +151,8 @@ pub struct ResourcePolicy {
     last_threat: Option<Duration>,
     hold_time: Duration,
     ease: u8,
+    kept: bool,
+    idle_since: Option<Duration>,
 }
 
 impl ResourcePolicy {
@@ -151,6 +168,8 @@ impl ResourcePolicy {
             last_threat: None,
             hold_time: c.hold_time,
             ease: 0,
+            kept: false,
+            idle_since: None,
         }
     }
 
@@ -183,6 +202,7 @@ impl ResourcePolicy {
                 )
             });
             self.calm_since = None;
+            self.kept = false;
             // Backoff resets after a long quiet spell.
             if self
                 .last_threat
@@ -251,6 +271,7 @@ impl ResourcePolicy {
             // The last widening let a floor slip (not yet a threat): one step
             // back, and wait longer before trying again.
             self.ease -= 1;
+            self.kept = false;
             self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
             self.last_change = now;
             self.calm_since = None;
@@ -266,6 +287,7 @@ impl ResourcePolicy {
                 && now.saturating_sub(self.last_change) >= self.hold_time
             {
                 if self.level == 1 && self.ease < c.ease_steps {
+                    self.kept = false;
                     self.ease += 1;
                     self.last_change = now;
                     self.calm_since = Some(now);
@@ -275,6 +297,32 @@ impl ResourcePolicy {
                     });
                     return out;
                 }
+                // Released, the held workload surges back to all its rate and
+                // the floor slips within seconds: the last step stays while
+                // the reserved workload needs it, and until it has been idle
+                // for the hold time (a reader pausing between files is not done).
+                if self.level == 1 && c.ease_steps > 0 && c.keep_ratio > 0.0 {
+                    if let Some(o) = obs.iter().find(|o| o.active(c)) {
+                        self.idle_since = None;
+                        if !self.kept {
+                            self.kept = true;
+                            out.push(Change::Kept {
+                                why: format!(
+                                    "{} still at {:.0}% of its floor",
+                                    o.id,
+                                    100.0 * o.usage / o.floor
+                                ),
+                            });
+                        }
+                        return out;
+                    }
+                    let idle = *self.idle_since.get_or_insert(now);
+                    if now.saturating_sub(idle) < self.hold_time {
+                        return out;
+                    }
+                }
+                self.kept = false;
+                self.idle_since = None;
                 self.ease = 0;
                 self.level -= 1;
                 self.last_change = now;
@@ -499,6 +547,72 @@ mod tests {
                 step: 0,
                 wider: false
             }]
+        );
+    }
+
+    #[test]
+    fn a_fully_eased_hold_stays_while_the_reader_reads_and_ends_once_it_is_idle() {
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            ease_steps: 2,
+            slip_ratio: 0.85,
+            keep_ratio: 0.25,
+            ..PolicyConfig::default()
+        };
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &obs(1.5, 0.5));
+        let mut changes = Vec::new();
+        for t in (200..60_000).step_by(100) {
+            changes.extend(p.step(&c, ms(t), &obs(1.5, 0.5)));
+        }
+        assert_eq!(changes.len(), 3, "two steps and one kept: {changes:?}");
+        assert!(
+            matches!(&changes[2], Change::Kept { why } if why.contains("managed/db still at 100% of its floor")),
+            "{changes:?}"
+        );
+        assert_eq!((p.level(), p.ease()), (1, 2), "kept at the last step");
+        // A pause shorter than the hold time keeps it, with no second event.
+        for t in (60_000..61_500).step_by(100) {
+            assert!(p.step(&c, ms(t), &obs(0.0, 0.0)).is_empty());
+        }
+        assert!(p.step(&c, ms(61_500), &obs(1.5, 0.5)).is_empty());
+        // Idle for the hold time: released.
+        let mut released = None;
+        for t in (61_600..70_000).step_by(100) {
+            if p.step(&c, ms(t), &obs(0.1, 0.0)) == vec![Change::Release { level: 0 }] {
+                released = Some(t);
+                break;
+            }
+        }
+        assert_eq!(released, Some(63_600), "2 s after its last read");
+        assert_eq!((p.level(), p.ease()), (0, 0));
+    }
+
+    #[test]
+    fn without_a_keep_ratio_the_last_step_is_a_release() {
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            ease_steps: 1,
+            ..PolicyConfig::default()
+        };
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        let mut changes = Vec::new();
+        for t in (100..10_000).step_by(100) {
+            changes.extend(p.step(&c, ms(t), &obs(1.5, 0.5)));
+        }
+        assert!(
+            changes.ends_with(&[
+                Change::Ease {
+                    step: 1,
+                    wider: true
+                },
+                Change::Release { level: 0 }
+            ]),
+            "{changes:?}"
         );
     }
 
