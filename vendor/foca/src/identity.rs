@@ -34,7 +34,9 @@ pub trait Identity: Clone + Eq + fmt::Debug {
     /// an example of one)
     ///
     /// It's a good idea to have this type as lean as possible
-    type Addr: PartialEq;
+    ///
+    /// `Ord` (daros patch; `PartialEq` upstream): members are indexed by it.
+    type Addr: Ord;
 
     /// Opt-in on auto-rejoining by providing a new identity.
     ///

@@ -376,7 +376,7 @@ where
     ///    back up quickly with low risk of accepting stale
     ///    knowledge as truthful
     pub fn iter_membership_state(&self) -> impl ExactSizeIterator<Item = &Member<T>> {
-        self.members.inner.iter()
+        self.members.iter()
     }
 
     /// Applies cluster updates to this foca instance.
