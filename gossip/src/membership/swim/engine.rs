@@ -160,12 +160,28 @@ pub fn lock(s: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 /// What a notice replaces: older notices of the same member's.
 pub struct NoticeKey {
     node: String,
+    /// A hash of `node`: foca compares a new notice's key with every notice still being
+    /// passed on, and node names of one fleet share their length and most of their bytes
+    /// (a `memcmp` per pair was 10 % of a process hosting 1,000 simulated agents).
+    tag: u64,
     at: At,
+}
+
+impl NoticeKey {
+    fn new(node: String, at: At) -> Self {
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&node, &mut h);
+        NoticeKey {
+            tag: std::hash::Hasher::finish(&h),
+            node,
+            at,
+        }
+    }
 }
 
 impl Invalidates for NoticeKey {
     fn invalidates(&self, other: &Self) -> bool {
-        self.node == other.node && self.at >= other.at
+        self.tag == other.tag && self.node == other.node && self.at >= other.at
     }
 }
 
@@ -203,7 +219,7 @@ impl BroadcastHandler<SwimId> for Notices {
         if s.descriptions.at(&n.node).is_none_or(|h| h < at) {
             s.wanted.push(n.node.clone());
         }
-        Ok(Some(NoticeKey { node: n.node, at }))
+        Ok(Some(NoticeKey::new(n.node, at)))
     }
 }
 
@@ -893,6 +909,15 @@ impl Loop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notice_replaces_only_older_notices_of_the_same_member() {
+        let k = |node: &str, at: At| NoticeKey::new(node.to_string(), at);
+        assert!(k("fleet-a00001", (1, 5)).invalidates(&k("fleet-a00001", (1, 4))));
+        assert!(k("fleet-a00001", (2, 0)).invalidates(&k("fleet-a00001", (1, 9))));
+        assert!(!k("fleet-a00001", (1, 4)).invalidates(&k("fleet-a00001", (1, 5))));
+        assert!(!k("fleet-a00001", (1, 5)).invalidates(&k("fleet-a00002", (1, 4))));
+    }
 
     #[test]
     fn suspicion_grows_with_the_log_of_the_cluster_and_has_a_floor() {
