@@ -18,6 +18,14 @@ workspace_tests() {
     fi
 }
 
+# Patched dependencies' own suites (vendor/README.md): the workspace's tests
+# exercise them only through our code.
+vendored_tests() {
+    cd "$REPO" &&
+    CARGO_TARGET_DIR="$REPO/target/vendor" cargo test --locked --manifest-path vendor/foca/Cargo.toml \
+        --features std,postcard-codec
+}
+
 # The agent's sensing, API and CLI tests again on a pure cgroup-v2 kernel
 # (this host may be hybrid); see docs/vm-tests.md.
 vm_agent_tests() {
@@ -55,6 +63,7 @@ py_tools || say "WARNING: could not install $PY_TOOLS: packaging/kubernetes is n
 # One step per line; later issues add theirs here.
 run_steps \
     workspace_tests \
+    vendored_tests \
     image_check \
     vm_agent_tests \
     vm_systemd_tests
