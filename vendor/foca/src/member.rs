@@ -312,91 +312,89 @@ where
 
     pub(crate) fn apply_existing_if<F: Fn(&Member<T>) -> bool>(
         &mut self,
-        mut update: Member<T>,
+        update: Member<T>,
         condition: F,
     ) -> Option<ApplySummary<T>> {
-        if let Some(known_member) = self
-            .position(&update.id().addr())
-            .and_then(|pos| self.inner.get_mut(pos))
-        {
-            // if there's a conflict and the update wins, the member
-            // state is fully replaced
-            let mut force_apply = false;
-            if known_member.id != update.id {
-                // If the update wins the conflict, the full member
-                // state is replaced (it's essentially a rejoin)
-                if known_member.id.win_addr_conflict(&update.id) {
-                    // update lost conflict, it's junk
-                    return Some(ApplySummary {
-                        is_active_now: known_member.is_active(),
-                        apply_successful: false,
-                        changed_active_set: false,
-                        conflict: ConflictResult::Lost,
-                    });
-                }
-                force_apply = true;
-            }
-
-            if !condition(known_member) {
-                let conflict = if force_apply {
-                    ConflictResult::FailedCondition
-                } else {
-                    ConflictResult::NoConflict
-                };
-
-                return Some(ApplySummary {
-                    is_active_now: known_member.is_active(),
-                    apply_successful: false,
-                    changed_active_set: false,
-                    conflict,
-                });
-            }
-            let was_active = known_member.is_active();
-            let mut conflict = ConflictResult::NoConflict;
-            let apply_successful = if force_apply {
-                core::mem::swap(&mut known_member.id, &mut update.id);
-                conflict = ConflictResult::Replaced(update.id);
-                known_member.state = update.state;
-                known_member.incarnation = update.incarnation;
-                true
-            } else {
-                known_member.change_state(update.incarnation, update.state)
-            };
-            let is_active_now = known_member.is_active();
-            let changed_active_set = is_active_now != was_active;
-
-            if changed_active_set {
-                // XXX Overzealous checking
-                if is_active_now {
-                    self.num_active = self.num_active.saturating_add(1);
-                } else {
-                    self.num_active = self.num_active.saturating_sub(1);
-                }
-            }
-
-            Some(ApplySummary {
-                is_active_now,
-                apply_successful,
-                changed_active_set,
-                conflict,
-            })
-        } else {
-            None
-        }
+        let pos = self.position(&update.id().addr())?;
+        Some(self.apply_at(pos, update, condition))
     }
 
     pub(crate) fn apply(&mut self, update: Member<T>, mut rng: impl Rng) -> ApplySummary<T> {
-        if self.position(&update.id().addr()).is_none() {
-            return self.register(update, &mut rng);
+        match self.position(&update.id().addr()) {
+            Some(pos) => self.apply_at(pos, update, |_member| true),
+            None => self.register(update, &mut rng),
         }
-        // Known (the index says so): `None` is not possible here.
-        self.apply_existing_if(update, |_member| true)
-            .unwrap_or(ApplySummary {
-                is_active_now: false,
+    }
+
+    // The update for the member at `pos` in `inner`.
+    fn apply_at<F: Fn(&Member<T>) -> bool>(
+        &mut self,
+        pos: usize,
+        mut update: Member<T>,
+        condition: F,
+    ) -> ApplySummary<T> {
+        let known_member = &mut self.inner[pos];
+        // if there's a conflict and the update wins, the member
+        // state is fully replaced
+        let mut force_apply = false;
+        if known_member.id != update.id {
+            // If the update wins the conflict, the full member
+            // state is replaced (it's essentially a rejoin)
+            if known_member.id.win_addr_conflict(&update.id) {
+                // update lost conflict, it's junk
+                return ApplySummary {
+                    is_active_now: known_member.is_active(),
+                    apply_successful: false,
+                    changed_active_set: false,
+                    conflict: ConflictResult::Lost,
+                };
+            }
+            force_apply = true;
+        }
+
+        if !condition(known_member) {
+            let conflict = if force_apply {
+                ConflictResult::FailedCondition
+            } else {
+                ConflictResult::NoConflict
+            };
+
+            return ApplySummary {
+                is_active_now: known_member.is_active(),
                 apply_successful: false,
                 changed_active_set: false,
-                conflict: ConflictResult::NoConflict,
-            })
+                conflict,
+            };
+        }
+        let was_active = known_member.is_active();
+        let mut conflict = ConflictResult::NoConflict;
+        let apply_successful = if force_apply {
+            core::mem::swap(&mut known_member.id, &mut update.id);
+            conflict = ConflictResult::Replaced(update.id);
+            known_member.state = update.state;
+            known_member.incarnation = update.incarnation;
+            true
+        } else {
+            known_member.change_state(update.incarnation, update.state)
+        };
+        let is_active_now = known_member.is_active();
+        let changed_active_set = is_active_now != was_active;
+
+        if changed_active_set {
+            // XXX Overzealous checking
+            if is_active_now {
+                self.num_active = self.num_active.saturating_add(1);
+            } else {
+                self.num_active = self.num_active.saturating_sub(1);
+            }
+        }
+
+        ApplySummary {
+            is_active_now,
+            apply_successful,
+            changed_active_set,
+            conflict,
+        }
     }
 
     // Unknown member, we'll register it
