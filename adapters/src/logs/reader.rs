@@ -118,11 +118,58 @@ impl LogFollower {
         let mut out = self.read_available()?;
         if now_ino.is_some() && now_ino != self.ino {
             // Rotated (or created): the old file was drained just above.
+            // A poll that came late may find more than one rotation since:
+            // the files rotated after the old one are read whole first.
             self.carry.clear();
+            let held = self.ino;
             self.open_current()?;
+            out.extend(self.read_rotated_since(held)?);
             out.extend(self.read_available()?);
         }
         Ok(out)
+    }
+
+    /// The rotated files newer than the one with inode `held` (all of them
+    /// when `None`: the log did not exist when following began), oldest
+    /// first, leaving out the file now open as current. Rotation only moves
+    /// names up, so scanning up meets every file at least once; a file met
+    /// twice (renamed during the scan) is read once.
+    fn read_rotated_since(&self, held: Option<u64>) -> io::Result<Vec<LogLine>> {
+        let mut newer: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut missing = 0;
+        for n in 1..MAX_ROTATED {
+            let mut f = match File::open(log_path(&self.dir, n)) {
+                Ok(f) => f,
+                // `.1` is briefly missing while a rotation renames; two
+                // names missing in a row are the end.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    missing += 1;
+                    if missing == 2 {
+                        break;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            missing = 0;
+            let ino = f.metadata()?.ino();
+            if Some(ino) == held {
+                break;
+            }
+            if Some(ino) == self.ino || newer.iter().any(|(i, _)| *i == ino) {
+                continue;
+            }
+            let mut data = Vec::new();
+            f.read_to_end(&mut data)?;
+            newer.push((ino, data));
+        }
+        Ok(newer
+            .iter()
+            .rev()
+            .flat_map(|(_, data)| data.split(|b| *b == b'\n'))
+            .filter(|l| !l.is_empty())
+            .filter_map(decode)
+            .collect())
     }
 
     /// Waits for and returns the next lines.
@@ -244,6 +291,37 @@ mod tests {
         seen.extend(texts(&f.poll_once().unwrap()));
         let want: Vec<String> = (0..100).map(|i| format!("n{i}")).collect();
         assert_eq!(seen, want, "every line once, in order, across rotations");
+    }
+
+    #[test]
+    fn a_late_poll_reads_every_file_rotated_since_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = LogLimits {
+            max_bytes: 1024,
+            max_files: 4,
+        };
+        let mut log = RotatingLog::open(dir.path(), limits).unwrap();
+        let (_, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
+        let mut seen = Vec::new();
+        let mut i = 0;
+        // Three rounds, each rotating twice or three times before the
+        // follower polls: the file it held is at `.2` or `.3` by then.
+        for rotations in [2, 3, 2] {
+            let start = fs::metadata(log_path(dir.path(), 0)).unwrap().ino();
+            let mut inos = vec![start];
+            while inos.len() <= rotations {
+                log.write(OutputStream::Stdout, format!("n{i}\n").as_bytes(), 1)
+                    .unwrap();
+                i += 1;
+                let ino = fs::metadata(log_path(dir.path(), 0)).unwrap().ino();
+                if !inos.contains(&ino) {
+                    inos.push(ino);
+                }
+            }
+            seen.extend(texts(&f.poll_once().unwrap()));
+        }
+        let want: Vec<String> = (0..i).map(|i| format!("n{i}")).collect();
+        assert_eq!(seen, want, "every line once, in order");
     }
 
     #[test]
