@@ -282,9 +282,9 @@ impl<S: ReplicatedState> Consensus for RaftNode<S> {
     type State = S;
 
     async fn propose(&self, cmd: S::Command) -> Result<Committed<S::Response>, ConsensusError> {
-        let payload =
-            serde_json::to_value(&cmd).map_err(|e| ConsensusError::Invalid(e.to_string()))?;
-        let size = serde_json::to_vec(&payload).map(|v| v.len()).unwrap_or(0);
+        let payload = serde_json::value::to_raw_value(&cmd)
+            .map_err(|e| ConsensusError::Invalid(e.to_string()))?;
+        let size = payload.get().len();
         if size > MAX_COMMAND_BYTES {
             return Err(ConsensusError::TooLarge {
                 size,

@@ -189,26 +189,28 @@ impl<S: ReplicatedState> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                 EntryPayload::Blank => Applied::Ok {
                     response: serde_json::Value::Null,
                 },
-                EntryPayload::Normal(p) => match serde_json::from_value::<S::Command>(p.payload) {
-                    Ok(cmd) => {
-                        let resp = g.state.apply(cmd, at);
-                        match serde_json::to_value(&resp) {
-                            Ok(response) => Applied::Ok { response },
-                            Err(e) => Applied::Rejected {
-                                reason: format!("response does not serialize: {e}"),
-                            },
+                EntryPayload::Normal(p) => {
+                    match serde_json::from_str::<S::Command>(p.payload.get()) {
+                        Ok(cmd) => {
+                            let resp = g.state.apply(cmd, at);
+                            match serde_json::to_value(&resp) {
+                                Ok(response) => Applied::Ok { response },
+                                Err(e) => Applied::Rejected {
+                                    reason: format!("response does not serialize: {e}"),
+                                },
+                            }
+                        }
+                        Err(err) => {
+                            tracing::error!(index = at.index, error = %err, "committed entry is not a command of this state machine");
+                            Applied::Rejected {
+                                reason: format!(
+                                    "entry {} is not a command of this state machine: {err}",
+                                    at.index
+                                ),
+                            }
                         }
                     }
-                    Err(err) => {
-                        tracing::error!(index = at.index, error = %err, "committed entry is not a command of this state machine");
-                        Applied::Rejected {
-                            reason: format!(
-                                "entry {} is not a command of this state machine: {err}",
-                                at.index
-                            ),
-                        }
-                    }
-                },
+                }
                 EntryPayload::Membership(m) => {
                     g.last_membership = StoredMembership::new(Some(e.log_id), m);
                     Applied::Ok {
