@@ -41,6 +41,10 @@ pub struct PolicyConfig {
     /// workload still uses at least this share of its floor (0: released
     /// after the last step, as every other hold).
     pub keep_ratio: f64,
+    /// A slip counts only once it has lasted this long (0: at once). A
+    /// reader held at its floor dips below the slip ratio now and then by
+    /// itself; taken back at every dip, a hold never reached its last step.
+    pub slip_confirm: Duration,
 }
 
 impl Default for PolicyConfig {
@@ -59,6 +63,7 @@ impl Default for PolicyConfig {
             ease_steps: 0,
             slip_ratio: 0.95,
             keep_ratio: 0.0,
+            slip_confirm: Duration::ZERO,
         }
     }
 }
@@ -153,6 +158,7 @@ pub struct ResourcePolicy {
     ease: u8,
     kept: bool,
     idle_since: Option<Duration>,
+    slip_since: Option<Duration>,
 }
 
 impl ResourcePolicy {
@@ -170,6 +176,7 @@ impl ResourcePolicy {
             ease: 0,
             kept: false,
             idle_since: None,
+            slip_since: None,
         }
     }
 
@@ -203,6 +210,7 @@ impl ResourcePolicy {
             });
             self.calm_since = None;
             self.kept = false;
+            self.slip_since = None;
             // Backoff resets after a long quiet spell.
             if self
                 .last_threat
@@ -264,12 +272,22 @@ impl ResourcePolicy {
         if self.level == 0 {
             return out;
         }
-        if self.ease > 0
+        let slipping = self.ease > 0
             && obs.iter().any(|o| o.slipped(c))
-            && now.saturating_sub(self.last_change) >= c.escalate_after
-        {
+            && now.saturating_sub(self.last_change) >= c.escalate_after;
+        if !slipping {
+            self.slip_since = None;
+        }
+        if slipping && now.saturating_sub(*self.slip_since.get_or_insert(now)) < c.slip_confirm {
+            // Maybe a dip of the reader's own: judged again at the next tick,
+            // and no calm time counts meanwhile.
+            self.calm_since = None;
+            return out;
+        }
+        if slipping {
             // The last widening let a floor slip (not yet a threat): one step
             // back, and wait longer before trying again.
+            self.slip_since = None;
             self.ease -= 1;
             self.kept = false;
             self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
@@ -514,6 +532,60 @@ mod tests {
             vec![Change::Release { level: 0 }]
         );
         assert_eq!((p.level(), p.ease()), (0, 0));
+    }
+
+    #[test]
+    fn a_slip_counts_once_it_has_lasted_the_confirmation_time() {
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            escalate_after: ms(1100),
+            ease_steps: 2,
+            slip_ratio: 0.9,
+            slip_confirm: ms(1000),
+            ..PolicyConfig::default()
+        };
+        let fine = || obs(1.5, 0.5);
+        let slipping = || obs(1.3, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &fine());
+        assert_eq!(
+            p.step(&c, ms(2100), &fine()),
+            vec![Change::Ease {
+                step: 1,
+                wider: true
+            }]
+        );
+        // A dip shorter than the confirmation time: the step stays, and the
+        // calm time starts again after it.
+        for t in (3300..4200).step_by(100) {
+            assert!(p.step(&c, ms(t), &slipping()).is_empty(), "at {t} ms");
+        }
+        assert!(p.step(&c, ms(4200), &fine()).is_empty());
+        assert!(
+            p.step(&c, ms(6100), &fine()).is_empty(),
+            "the dip restarted the calm time"
+        );
+        assert_eq!(
+            p.step(&c, ms(6200), &fine()),
+            vec![Change::Ease {
+                step: 2,
+                wider: true
+            }]
+        );
+        // A slip that lasts: taken back once it has lasted 1 s.
+        for t in (7400..8400).step_by(100) {
+            assert!(p.step(&c, ms(t), &slipping()).is_empty(), "at {t} ms");
+        }
+        assert_eq!(
+            p.step(&c, ms(8400), &slipping()),
+            vec![Change::Ease {
+                step: 1,
+                wider: false
+            }]
+        );
+        assert_eq!(p.hold_time(), ms(4000));
     }
 
     #[test]
