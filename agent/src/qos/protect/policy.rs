@@ -363,6 +363,23 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// As the loop judges IO: threat below 75 %, comfortable at 95 %, two
+    /// easing steps.
+    fn io_like() -> PolicyConfig {
+        PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            escalate_after: ms(1100),
+            ease_steps: 2,
+            slip_ratio: 0.9,
+            ..PolicyConfig::default()
+        }
+    }
+
+    fn eased(step: u8, wider: bool) -> Vec<Change> {
+        vec![Change::Ease { step, wider }]
+    }
+
     fn obs(usage: f64, stall: f64) -> Vec<FloorObs> {
         vec![FloorObs {
             id: "managed/db".into(),
@@ -444,15 +461,7 @@ mod tests {
 
     #[test]
     fn an_easing_hold_widens_takes_back_a_slip_and_then_releases() {
-        // As the loop judges IO: threat below 75 %, comfortable at 95 %.
-        let c = PolicyConfig {
-            threat_ratio: 0.75,
-            comfortable_ratio: 0.95,
-            escalate_after: ms(1100),
-            ease_steps: 2,
-            slip_ratio: 0.9,
-            ..PolicyConfig::default()
-        };
+        let c = io_like();
         let fine = || obs(1.5, 0.5);
         let slipping = || obs(1.3, 0.5);
         let mut p = ResourcePolicy::new(&c);
@@ -465,68 +474,26 @@ mod tests {
             p.step(&c, ms(2000), &fine()).is_empty(),
             "not yet the hold time"
         );
-        assert_eq!(
-            p.step(&c, ms(2100), &fine()),
-            vec![Change::Ease {
-                step: 1,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(2100), &fine()), eased(1, true));
         assert!(
             p.step(&c, ms(2500), &slipping()).is_empty(),
             "a slip is judged a full window after the step"
         );
-        assert_eq!(
-            p.step(&c, ms(3300), &slipping()),
-            vec![Change::Ease {
-                step: 0,
-                wider: false
-            }]
-        );
+        assert_eq!(p.step(&c, ms(3300), &slipping()), eased(0, false));
         assert_eq!(p.hold_time(), ms(4000), "and waits longer to try again");
         assert_eq!(p.level(), 1, "still held");
         assert!(p.step(&c, ms(3400), &fine()).is_empty());
-        assert_eq!(
-            p.step(&c, ms(7400), &fine()),
-            vec![Change::Ease {
-                step: 1,
-                wider: true
-            }]
-        );
-        assert_eq!(
-            p.step(&c, ms(11_400), &fine()),
-            vec![Change::Ease {
-                step: 2,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(7400), &fine()), eased(1, true));
+        assert_eq!(p.step(&c, ms(11_400), &fine()), eased(2, true));
         assert_eq!(p.ease(), 2);
         // A threat on a widened hold goes back to the hold that worked.
-        assert_eq!(
-            p.step(&c, ms(11_500), &obs(1.0, 0.5)),
-            vec![Change::Ease {
-                step: 0,
-                wider: false
-            }]
-        );
+        assert_eq!(p.step(&c, ms(11_500), &obs(1.0, 0.5)), eased(0, false));
         assert_eq!(p.level(), 1);
         assert_eq!(p.hold_time(), ms(8000));
         // Comfortable: the steps again, then the release.
         p.step(&c, ms(11_600), &fine());
-        assert_eq!(
-            p.step(&c, ms(19_600), &fine()),
-            vec![Change::Ease {
-                step: 1,
-                wider: true
-            }]
-        );
-        assert_eq!(
-            p.step(&c, ms(27_600), &fine()),
-            vec![Change::Ease {
-                step: 2,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(19_600), &fine()), eased(1, true));
+        assert_eq!(p.step(&c, ms(27_600), &fine()), eased(2, true));
         assert_eq!(
             p.step(&c, ms(35_600), &fine()),
             vec![Change::Release { level: 0 }]
@@ -537,26 +504,15 @@ mod tests {
     #[test]
     fn a_slip_counts_once_it_has_lasted_the_confirmation_time() {
         let c = PolicyConfig {
-            threat_ratio: 0.75,
-            comfortable_ratio: 0.95,
-            escalate_after: ms(1100),
-            ease_steps: 2,
-            slip_ratio: 0.9,
             slip_confirm: ms(1000),
-            ..PolicyConfig::default()
+            ..io_like()
         };
         let fine = || obs(1.5, 0.5);
         let slipping = || obs(1.3, 0.5);
         let mut p = ResourcePolicy::new(&c);
         p.step(&c, ms(0), &obs(1.0, 0.5));
         p.step(&c, ms(100), &fine());
-        assert_eq!(
-            p.step(&c, ms(2100), &fine()),
-            vec![Change::Ease {
-                step: 1,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(2100), &fine()), eased(1, true));
         // A dip shorter than the confirmation time: the step stays, and the
         // calm time starts again after it.
         for t in (3300..4200).step_by(100) {
@@ -567,24 +523,12 @@ mod tests {
             p.step(&c, ms(6100), &fine()).is_empty(),
             "the dip restarted the calm time"
         );
-        assert_eq!(
-            p.step(&c, ms(6200), &fine()),
-            vec![Change::Ease {
-                step: 2,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(6200), &fine()), eased(2, true));
         // A slip that lasts: taken back once it has lasted 1 s.
         for t in (7400..8400).step_by(100) {
             assert!(p.step(&c, ms(t), &slipping()).is_empty(), "at {t} ms");
         }
-        assert_eq!(
-            p.step(&c, ms(8400), &slipping()),
-            vec![Change::Ease {
-                step: 1,
-                wider: false
-            }]
-        );
+        assert_eq!(p.step(&c, ms(8400), &slipping()), eased(1, false));
         assert_eq!(p.hold_time(), ms(4000));
     }
 
@@ -600,26 +544,14 @@ mod tests {
         let mut p = ResourcePolicy::new(&c);
         p.step(&c, ms(0), &obs(1.0, 0.5));
         p.step(&c, ms(100), &obs(1.5, 0.5));
-        assert_eq!(
-            p.step(&c, ms(2100), &obs(1.5, 0.5)),
-            vec![Change::Ease {
-                step: 1,
-                wider: true
-            }]
-        );
+        assert_eq!(p.step(&c, ms(2100), &obs(1.5, 0.5)), eased(1, true));
         // 90 % of the floor: not comfortable (no further step), not a slip.
         for t in (2200..10_000).step_by(100) {
             assert!(p.step(&c, ms(t), &obs(1.35, 0.5)).is_empty());
         }
         assert_eq!(p.ease(), 1);
         // 80 %: a slip.
-        assert_eq!(
-            p.step(&c, ms(10_000), &obs(1.2, 0.5)),
-            vec![Change::Ease {
-                step: 0,
-                wider: false
-            }]
-        );
+        assert_eq!(p.step(&c, ms(10_000), &obs(1.2, 0.5)), eased(0, false));
     }
 
     #[test]
