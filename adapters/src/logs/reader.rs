@@ -61,6 +61,8 @@ pub fn join_partials(records: Vec<LogLine>) -> Vec<LogLine> {
 pub struct LogFollower {
     dir: PathBuf,
     file: Option<File>,
+    // The newest file the follower is positioned in: the open one, or where
+    // `output.log` was missing at the start (mid-rotation), `.1`.
     ino: Option<u64>,
     carry: Vec<u8>,
 }
@@ -104,6 +106,11 @@ impl LogFollower {
             }
             n += 1;
         }
+        if me.file.is_none() {
+            // Started between a rotation's rename and the new file: the
+            // newest content is `.1`'s, and the follower is after it.
+            me.ino = fs::metadata(log_path(dir, 1)).ok().map(|m| m.ino());
+        }
         let skip = lines.len().saturating_sub(want);
         Ok((lines.into_iter().skip(skip).collect(), me))
     }
@@ -116,47 +123,59 @@ impl LogFollower {
             Err(e) => return Err(e),
         };
         let mut out = self.read_available()?;
-        if now_ino.is_some() && now_ino != self.ino {
-            // Rotated (or created): the old file was drained just above.
-            // A poll that came late may find more than one rotation since:
-            // the files rotated after the old one are read whole first.
-            self.carry.clear();
-            let held = self.ino;
-            self.open_current()?;
-            out.extend(self.read_rotated_since(held)?);
-            out.extend(self.read_available()?);
+        if now_ino.is_none() || now_ino == self.ino {
+            return Ok(out);
         }
+        // Rotated (or created): the old file was drained just above. A poll
+        // that came late may find more than one rotation since: the files
+        // rotated after the old one are read whole before the new current
+        // one. The old file stays open until then, so its inode cannot be
+        // reused by a new file meanwhile.
+        let Some((file, ino)) = open_ino(&log_path(&self.dir, 0))? else {
+            return Ok(out); // mid-rotation: the next poll switches
+        };
+        match self.read_rotated_between(self.ino, ino) {
+            Ok(between) => out.extend(between),
+            // What was drained is not lost: the switch is tried again at the
+            // next poll, which reports the error if it persists.
+            Err(_) if !out.is_empty() => return Ok(out),
+            Err(e) => return Err(e),
+        }
+        self.carry.clear();
+        self.file = Some(file);
+        self.ino = Some(ino);
+        out.extend(self.read_available()?);
         Ok(out)
     }
 
     /// The rotated files newer than the one with inode `held` (all of them
-    /// when `None`: the log did not exist when following began), oldest
-    /// first, leaving out the file now open as current. Rotation only moves
-    /// names up, so scanning up meets every file at least once; a file met
-    /// twice (renamed during the scan) is read once.
-    fn read_rotated_since(&self, held: Option<u64>) -> io::Result<Vec<LogLine>> {
+    /// when `None`: the log did not exist when following began) and older
+    /// than `current`, oldest first. Rotation only moves names up, so
+    /// scanning up meets every file at least once; a file met twice (renamed
+    /// during the scan) is read once, and files met before `current` (it was
+    /// rotated during the scan) are newer than it: later polls read them.
+    fn read_rotated_between(&self, held: Option<u64>, current: u64) -> io::Result<Vec<LogLine>> {
         let mut newer: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut missing = 0;
         for n in 1..MAX_ROTATED {
-            let mut f = match File::open(log_path(&self.dir, n)) {
-                Ok(f) => f,
-                // `.1` is briefly missing while a rotation renames; two
-                // names missing in a row are the end.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    missing += 1;
-                    if missing == 2 {
-                        break;
-                    }
-                    continue;
+            let Some((mut f, ino)) = open_ino(&log_path(&self.dir, n))? else {
+                // A name is briefly missing while a rotation renames; two
+                // missing in a row are the end.
+                missing += 1;
+                if missing == 2 {
+                    break;
                 }
-                Err(e) => return Err(e),
+                continue;
             };
             missing = 0;
-            let ino = f.metadata()?.ino();
             if Some(ino) == held {
                 break;
             }
-            if Some(ino) == self.ino || newer.iter().any(|(i, _)| *i == ino) {
+            if ino == current {
+                newer.clear();
+                continue;
+            }
+            if newer.iter().any(|(i, _)| *i == ino) {
                 continue;
             }
             let mut data = Vec::new();
@@ -202,17 +221,9 @@ impl LogFollower {
     }
 
     fn open_current(&mut self) -> io::Result<()> {
-        match File::open(log_path(&self.dir, 0)) {
-            Ok(f) => {
-                self.ino = Some(f.metadata()?.ino());
-                self.file = Some(f);
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.ino = None;
-                self.file = None;
-            }
-            Err(e) => return Err(e),
-        }
+        let opened = open_ino(&log_path(&self.dir, 0))?;
+        self.ino = opened.as_ref().map(|(_, ino)| *ino);
+        self.file = opened.map(|(f, _)| f);
         Ok(())
     }
 
@@ -229,6 +240,18 @@ impl LogFollower {
             .filter(|l| !l.is_empty())
             .filter_map(decode)
             .collect())
+    }
+}
+
+/// `path` opened with its inode; `None` when it does not exist.
+fn open_ino(path: &Path) -> io::Result<Option<(File, u64)>> {
+    match File::open(path) {
+        Ok(f) => {
+            let ino = f.metadata()?.ino();
+            Ok(Some((f, ino)))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -322,6 +345,22 @@ mod tests {
         }
         let want: Vec<String> = (0..i).map(|i| format!("n{i}")).collect();
         assert_eq!(seen, want, "every line once, in order");
+    }
+
+    #[test]
+    fn a_follower_started_mid_rotation_does_not_repeat_the_rotated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = RotatingLog::open(dir.path(), LogLimits::default()).unwrap();
+        log.write(OutputStream::Stdout, b"old\n", 1).unwrap();
+        drop(log);
+        // A rotation caught between its rename and the new file.
+        fs::rename(log_path(dir.path(), 0), log_path(dir.path(), 1)).unwrap();
+        let (tail, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
+        assert_eq!(texts(&tail), ["old"]);
+        assert!(f.poll_once().unwrap().is_empty());
+        let mut log = RotatingLog::open(dir.path(), LogLimits::default()).unwrap();
+        log.write(OutputStream::Stdout, b"new\n", 2).unwrap();
+        assert_eq!(texts(&f.poll_once().unwrap()), ["new"]);
     }
 
     #[test]
