@@ -16,10 +16,14 @@ pub struct RaftPeer {
 }
 
 /// A log entry's application payload: the serialized application command.
-/// Kept as its JSON text (the same bytes in the log and on the wire as a
-/// `Value` would give): reading the log back for replication only copies it,
-/// and applying decodes the command straight from it, never building a
+/// Kept as its JSON text: reading the log back for replication only copies
+/// it, and applying decodes the command straight from it, never building a
 /// `Value` tree to decode and drop (a leader's top costs at 1,000 agents).
+/// The same JSON as before, not always the same bytes: the leader writes a
+/// command's fields in their order, while a follower stores what the RPC
+/// layer's `Value` gave it (keys sorted). Both decode to the same command
+/// for every type serde derives (no 128-bit integers, no duplicate keys:
+/// through a `Value` those would differ).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Proposal {
     /// `ReplicatedState::Command` as JSON text.
@@ -64,9 +68,9 @@ pub type AppendRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
 mod tests {
     use super::*;
 
-    /// A log written when the payload was a `Value` reads back, and the
-    /// bytes written now are the bytes written then: log rows and append
-    /// requests stay readable across an upgrade in either direction.
+    /// A log written when the payload was a `Value` reads back and is
+    /// written again as it was: log rows and append requests stay readable
+    /// across an upgrade in either direction.
     #[test]
     fn the_payload_keeps_the_json_a_value_gave() {
         let cmd = serde_json::json!({"put": {"key": "a", "value": [1, 2.5, "x", null]}});

@@ -43,7 +43,7 @@ pub const MIN_MEMORY_HIGH: u64 = 16 << 20;
 /// Smallest IO rate left to a held workload, bytes/s.
 pub const MIN_IO_RATE: u64 = 1 << 20;
 /// How much each easing step widens a level-1 IO hold: from a quarter of the
-/// rate at the hold, four steps reach 1.27 times it.
+/// rate at the hold, six steps (`IO_EASE_STEPS` in run.rs) reach 2.85 times it.
 pub const IO_EASE_FACTOR: f64 = 1.5;
 
 #[derive(Debug, Clone, PartialEq)]

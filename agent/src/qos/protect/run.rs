@@ -133,7 +133,7 @@ const IO_THREAT_RATIO: f64 = 0.90;
 /// a hold at a quarter of the hog's rate let it surge back to all of it, and
 /// within 0.4-2 s the reader was short again (three holds and releases in a
 /// 30 s isolation run, each costing a second at 73-80 % of the floor). Six
-/// steps of 1.5× end at 2.8× the hog's rate when first held: four (1.27×)
+/// steps of 1.5× end at 2.85× the hog's rate when first held: four (1.27×)
 /// kept the hog at 33-38 % of its solo rate where the reader read its floor.
 const IO_EASE_STEPS: u8 = 6;
 /// A fully eased IO hold stays while a reserved workload reads or writes at
