@@ -96,11 +96,7 @@ impl LogFollower {
                 n += 1;
                 continue;
             }
-            let older: Vec<LogLine> = data
-                .split(|b| *b == b'\n')
-                .filter(|l| !l.is_empty())
-                .filter_map(decode)
-                .collect();
+            let older: Vec<LogLine> = records(&data).collect();
             for l in older.into_iter().rev() {
                 lines.push_front(l);
             }
@@ -182,13 +178,7 @@ impl LogFollower {
             f.read_to_end(&mut data)?;
             newer.push((ino, data));
         }
-        Ok(newer
-            .iter()
-            .rev()
-            .flat_map(|(_, data)| data.split(|b| *b == b'\n'))
-            .filter(|l| !l.is_empty())
-            .filter_map(decode)
-            .collect())
+        Ok(newer.iter().rev().flat_map(|(_, d)| records(d)).collect())
     }
 
     /// Waits for and returns the next lines.
@@ -235,12 +225,15 @@ impl LogFollower {
         f.read_to_end(&mut data)?;
         let complete = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         self.carry = data.split_off(complete);
-        Ok(data
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .filter_map(decode)
-            .collect())
+        Ok(records(&data).collect())
     }
+}
+
+/// The records in `data` (whole lines; lines that are not records skipped).
+fn records(data: &[u8]) -> impl Iterator<Item = LogLine> + '_ {
+    data.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(decode)
 }
 
 /// `path` opened with its inode; `None` when it does not exist.
@@ -260,6 +253,15 @@ mod tests {
     use super::*;
     use crate::logs::{LogLimits, OutputStream, RotatingLog};
 
+    /// A log rotated at the smallest size the writer allows.
+    fn small_log(dir: &Path, max_files: u32) -> RotatingLog {
+        let limits = LogLimits {
+            max_bytes: 1024,
+            max_files,
+        };
+        RotatingLog::open(dir, limits).unwrap()
+    }
+
     fn texts(lines: &[LogLine]) -> Vec<String> {
         lines.iter().map(|l| l.text.clone()).collect()
     }
@@ -267,14 +269,7 @@ mod tests {
     #[test]
     fn tail_spans_rotated_files() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = RotatingLog::open(
-            dir.path(),
-            LogLimits {
-                max_bytes: 1024,
-                max_files: 4,
-            },
-        )
-        .unwrap();
+        let mut log = small_log(dir.path(), 4);
         for i in 0..60 {
             log.write(OutputStream::Stdout, format!("l{i}\n").as_bytes(), 1)
                 .unwrap();
@@ -294,11 +289,7 @@ mod tests {
     #[test]
     fn follower_sees_new_lines_across_rotation() {
         let dir = tempfile::tempdir().unwrap();
-        let limits = LogLimits {
-            max_bytes: 1024,
-            max_files: 3,
-        };
-        let mut log = RotatingLog::open(dir.path(), limits).unwrap();
+        let mut log = small_log(dir.path(), 3);
         log.write(OutputStream::Stdout, b"before\n", 1).unwrap();
         let (tail, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
         assert_eq!(texts(&tail), ["before"]);
@@ -319,11 +310,7 @@ mod tests {
     #[test]
     fn a_late_poll_reads_every_file_rotated_since_the_last() {
         let dir = tempfile::tempdir().unwrap();
-        let limits = LogLimits {
-            max_bytes: 1024,
-            max_files: 4,
-        };
-        let mut log = RotatingLog::open(dir.path(), limits).unwrap();
+        let mut log = small_log(dir.path(), 4);
         let (_, mut f) = LogFollower::start(dir.path(), Some(10)).unwrap();
         let mut seen = Vec::new();
         let mut i = 0;
