@@ -13,7 +13,12 @@
 #   deploys it) or debug (CI's build; under the emulator its own threads take
 #   several times the CPU); DAROS_ISOLATION_IO_CEILING=1: the io scenario also
 #   runs plain with the hog's queue cut to 1, 2, 4 and 8 reads in flight (what
-#   the disk allows a reader at its target and a hog together).
+#   the disk allows a reader at its target and a hog together);
+#   DAROS_ISOLATION_IO_FACTORS=12,16: darosd and iocost-alone rows again with
+#   [qos] io_cost_latency_factor at each of those; DAROS_ISOLATION_IO_CAPS=30,40:
+#   plain rows with the hog held by io.max to that share of its rate alone;
+#   DAROS_ISOLATION_TRACE=1: why iocost moved its vrate (io) and each second's
+#   stalls and reclaim (mem).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root "$@"
@@ -28,6 +33,9 @@ esac
 ONLY=()
 [ -z "${DAROS_ISOLATION_ONLY:-}" ] || ONLY=(--env "DAROS_ISOLATION_ONLY=$DAROS_ISOLATION_ONLY")
 [ -z "${DAROS_ISOLATION_IO_CEILING:-}" ] || ONLY+=(--env "DAROS_ISOLATION_IO_CEILING=$DAROS_ISOLATION_IO_CEILING")
+[ -z "${DAROS_ISOLATION_TRACE:-}" ] || ONLY+=(--env "DAROS_ISOLATION_TRACE=$DAROS_ISOLATION_TRACE")
+[ -z "${DAROS_ISOLATION_IO_CAPS:-}" ] || ONLY+=(--env "DAROS_ISOLATION_IO_CAPS=$DAROS_ISOLATION_IO_CAPS")
+[ -z "${DAROS_ISOLATION_IO_FACTORS:-}" ] || ONLY+=(--env "DAROS_ISOLATION_IO_FACTORS=$DAROS_ISOLATION_IO_FACTORS")
 ensure_rust
 cd "$REPO"
 export CARGO_INCREMENTAL=0

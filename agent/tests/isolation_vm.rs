@@ -18,7 +18,10 @@
 //! runs pass it. `DAROS_ISOLATION_TRACE=1` prints what moved each second of
 //! the mem scenario (stalls, reclaim, swap, the busiest threads, major faults).
 //! `DAROS_ISOLATION_IO_CEILING=1` adds the io scenario's ceiling rows
-//! ([`IO_CEILING_DEPTHS`]).
+//! ([`IO_CEILING_DEPTHS`]); `DAROS_ISOLATION_IO_FACTORS=12,16` adds darosd and
+//! iocost rows with `[qos] io_cost_latency_factor` at each of those;
+//! `DAROS_ISOLATION_IO_CAPS=30,40` adds plain rows with the hog held by
+//! `io.max` to that share of what it reads alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -141,7 +144,16 @@ impl Outcome {
 /// (so iocost gets a measured model, cached after the first start). Setup
 /// `iocost`: its protection loop off, so only the knobs it wrote act.
 fn daemon(t: &TestRoot, setup: &str) -> Daemon {
-    let protection = if setup == "iocost" { "false" } else { "true" };
+    let protection = if setup.starts_with("iocost") {
+        "false"
+    } else {
+        "true"
+    };
+    // `darosd-f16`: iocost's latency targets at 16 idle p95s.
+    let factor = setup.split_once("-f").map_or_else(
+        || daros_iocost::LATENCY_FACTOR.to_string(),
+        |(_, f)| f.to_string(),
+    );
     let d = Daemon::start_in(
         t.name(),
         Some(Path::new("/mnt/vmdisk/isolation-darosd")),
@@ -152,6 +164,7 @@ fn daemon(t: &TestRoot, setup: &str) -> Daemon {
             ("DAROS_QOS_SYSTEM_RESERVED_CPU", "100m"),
             ("DAROS_QOS_SYSTEM_RESERVED_MEMORY", "128Mi"),
             ("DAROS_QOS_PROTECTION", protection),
+            ("DAROS_QOS_IO_COST_LATENCY_FACTOR", &factor),
         ],
     );
     // The socket is bound before the first start's disk calibration (~8 s
@@ -578,6 +591,15 @@ fn io(
     if let Some(w) = copy {
         write_weights(&gp, &hog, w);
     }
+    // `cap40`: the scenario's hog held to 40 % of what it reads alone by
+    // io.max, a rate control done perfectly (no reaction time, no iocost).
+    if let Some(pct) = setup
+        .strip_prefix("cap")
+        .and_then(|p| p.parse::<f64>().ok())
+    {
+        let rbps = (hog_alone * pct / 100.0) as u64;
+        std::fs::write(hog.join("io.max"), format!("{dev} rbps={rbps}")).unwrap();
+    }
     let weights = weights_of(&gp, &hog, &["cpu.weight", "io.weight"]);
     // As in resctl-bench's protection run, the protected reader is at its
     // target load before the hog arrives: its own start (fio under TCG on a
@@ -591,6 +613,8 @@ fn io(
     wait_for("the hog reading", Duration::from_secs(30), || {
         (rbytes(&hog, &dev) > 4 << 20).then_some(())
     });
+    // Why iocost moved its vrate (busy, missed latencies, lagging IOs).
+    let vrate_trace = (trace() && d.is_some()).then(VrateTrace::start);
     // iocost's vrate (the root's io.stat) each second: what its latency targets did.
     let mut vrates: Vec<f64> = Vec::new();
     let (g, h) = sample2(
@@ -614,6 +638,9 @@ fn io(
             read(&hog.join("cpu.max")),
             read(&hog.join("io.stat"))
         );
+        if let Some(v) = vrate_trace {
+            println!("io {setup}: iocost's vrate periods: {}", v.finish());
+        }
         for l in d
             .log_text()
             .lines()
@@ -650,6 +677,73 @@ fn io(
         },
         weights,
     )
+}
+
+/// iocost's `iocost_ioc_vrate_adj` events (one per period in which the vrate
+/// could move) in a tracefs instance of the test's own, removed when read.
+struct VrateTrace(PathBuf);
+
+impl VrateTrace {
+    fn start() -> Self {
+        let dir = PathBuf::from("/sys/kernel/tracing/instances/daros-test-iso-vrate");
+        let _ = std::fs::create_dir(&dir);
+        std::fs::write(dir.join("buffer_size_kb"), "16384").unwrap();
+        std::fs::write(dir.join("events/iocost/iocost_ioc_vrate_adj/enable"), "1").unwrap();
+        VrateTrace(dir)
+    }
+
+    /// A summary: periods traced (those where the vrate moved or could have),
+    /// the share busy / missing read latency / with IOs lagging / with
+    /// cgroups short of budget, and a few raw events.
+    fn finish(self) -> String {
+        let text = std::fs::read_to_string(self.0.join("trace")).unwrap_or_default();
+        let (mut n, mut busy, mut missed, mut lagging, mut short, mut rq_wait) =
+            (0i32, 0, 0, 0, 0, 0);
+        let mut missed_sum = 0u64;
+        for l in text.lines().filter(|l| l.contains("iocost_ioc_vrate_adj")) {
+            let kv = |k: &str| {
+                l.split_whitespace()
+                    .find_map(|t| t.strip_prefix(k))
+                    .map(str::to_string)
+            };
+            n += 1;
+            let num = |k: &str| kv(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+            busy += i32::from(num("busy=") > 0);
+            lagging += i32::from(num("lagging=") > 0);
+            short += i32::from(num("shortages=") > 0);
+            rq_wait += i32::from(num("rq_wait_pct=") > 5);
+            let r = kv("missed_ppm=")
+                .and_then(|v| v.split(':').next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            missed_sum += r;
+            missed += i32::from(r > 50_000);
+        }
+        let pct = |x: i32| 100.0 * f64::from(x) / f64::from(n.max(1));
+        let raw: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("iocost_ioc_vrate_adj"))
+            .step_by(usize::try_from(n / 4).unwrap_or(1).max(1))
+            .take(4)
+            .map(|l| {
+                l.split_once(": iocost_ioc_vrate_adj: ")
+                    .map_or(l, |(_, r)| r)
+            })
+            .collect();
+        let _ = std::fs::write(
+            self.0.join("events/iocost/iocost_ioc_vrate_adj/enable"),
+            "0",
+        );
+        let _ = std::fs::remove_dir(&self.0);
+        format!(
+            "{n} periods: busy {:.0} %, reads late over 5 % {:.0} % (mean {} ppm), rq_wait over 5 % {:.0} %, lagging {:.0} %, shortages {:.0} %; e.g. {raw:?}",
+            pct(busy),
+            pct(missed),
+            missed_sum / u64::try_from(n.max(1)).unwrap_or(1),
+            pct(rq_wait),
+            pct(lagging),
+            pct(short)
+        )
+    }
 }
 
 /// Bytes the processes of cgroup `dir` passed through read(2) (`rchar` of
@@ -799,7 +893,8 @@ fn kswapd_ticks() -> u64 {
         .sum()
 }
 
-/// `DAROS_ISOLATION_TRACE=1` prints the mem scenario's seconds (`MEMTRACE`);
+/// `DAROS_ISOLATION_TRACE=1` prints the mem scenario's seconds (`MEMTRACE`)
+/// and why iocost moved its vrate in the io scenario's darosd rows;
 /// off by default: walking every thread each second costs the guest a fifth
 /// of a core in a debug build.
 fn trace() -> bool {
@@ -1146,6 +1241,34 @@ fn isolation_of_a_protected_workload_against_a_hog() {
         // iocost and the weights without the loop: what the loop adds.
         if !compare_only() {
             all.push(io("iocost", None, &alone, None).0);
+        }
+        // iocost's latency targets looser or tighter than the default.
+        if !compare_only() {
+            for f in std::env::var("DAROS_ISOLATION_IO_FACTORS")
+                .unwrap_or_default()
+                .split(',')
+            {
+                let Ok(f) = f.trim().parse::<u32>() else {
+                    continue;
+                };
+                for base in ["darosd", "iocost"] {
+                    let setup: &'static str = Box::leak(format!("{base}-f{f}").into_boxed_str());
+                    all.push(io(setup, None, &alone, None).0);
+                }
+            }
+        }
+        // What a rate control can leave the hog: plain, the hog capped.
+        if !compare_only() {
+            for pct in std::env::var("DAROS_ISOLATION_IO_CAPS")
+                .unwrap_or_default()
+                .split(',')
+            {
+                let Ok(pct) = pct.trim().parse::<u32>() else {
+                    continue;
+                };
+                let setup: &'static str = Box::leak(format!("cap{pct}").into_boxed_str());
+                all.push(io(setup, Some(&w), &alone, None).0);
+            }
         }
         // What this disk allows at all: plain, the hog's queue cut short.
         if !compare_only() && std::env::var("DAROS_ISOLATION_IO_CEILING").as_deref() == Ok("1") {

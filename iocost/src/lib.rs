@@ -14,5 +14,5 @@ pub mod node;
 pub use calibrate::{CalibrationPlan, IdleLatency, Measured};
 pub use device::Device;
 pub use error::IoCostError;
-pub use model::{LinearModel, ModelLine, QosLine, QosTargets};
+pub use model::{LATENCY_FACTOR, LinearModel, ModelLine, QosLine, QosTargets};
 pub use node::{DiskCost, ModelSource, NodeIoCost, Setup};

@@ -49,7 +49,8 @@ impl LinearModel {
 /// deep-queued disk raises the vrate without bound and `io.weight` never
 /// bites (docs/benchmarks.md, "Isolation"). resctl-bench's iocost-tune finds
 /// targets from a sweep; this is the short form: a read (write) counts as late
-/// when it waits more than `LATENCY_FACTOR` × its idle 95th percentile beyond
+/// when it waits more than a factor ([`LATENCY_FACTOR`] unless the operator
+/// gives one) × its idle 95th percentile beyond
 /// its own cost, iocost slows everyone down when over 5 % are late, and never
 /// lets out more than the model nor less than `VRATE_MIN_PCT` of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -71,8 +72,9 @@ pub struct QosTargets {
 /// How many idle p95 latencies of wait a read or write may take before it is
 /// late. In the isolation benchmark on the host's disk (docs/benchmarks.md)
 /// 4 and 8 both held the protected reader (iocost alone: p1 ≥ 97 %) and 8 let
-/// the hog keep 39–58 % of its throughput where 4 let it keep 14–21 %.
-pub const LATENCY_FACTOR: u64 = 8;
+/// the hog keep 39–58 % of its throughput where 4 let it keep 14–21 %: a higher
+/// factor leaves more of the disk to low weights, a lower one protects more.
+pub const LATENCY_FACTOR: u32 = 8;
 /// The latency targets' bounds (µs): under a quarter of a millisecond iocost's
 /// own accounting period is the noise; over a quarter of a second is no target.
 pub const LATENCY_BOUNDS_US: (u64, u64) = (250, 250_000);
@@ -80,10 +82,10 @@ pub const LATENCY_BOUNDS_US: (u64, u64) = (250, 250_000);
 pub const VRATE_MIN_PCT: u32 = 25;
 
 impl QosTargets {
-    /// Targets from a disk's idle latencies.
-    pub fn from_idle(read_p95_us: u64, write_p95_us: u64) -> Self {
+    /// Targets from a disk's idle latencies, `factor` × each idle p95.
+    pub fn from_idle(read_p95_us: u64, write_p95_us: u64, factor: u32) -> Self {
         let target = |p95: u64| {
-            p95.saturating_mul(LATENCY_FACTOR)
+            p95.saturating_mul(u64::from(factor.max(1)))
                 .clamp(LATENCY_BOUNDS_US.0, LATENCY_BOUNDS_US.1)
         };
         QosTargets {
@@ -263,7 +265,7 @@ mod tests {
 
     #[test]
     fn targets_follow_the_idle_latency_within_bounds() {
-        let t = QosTargets::from_idle(180, 90);
+        let t = QosTargets::from_idle(180, 90, LATENCY_FACTOR);
         assert_eq!((t.rlat_us, t.wlat_us), (1440, 720));
         assert_eq!(
             t.render(254, 0),
@@ -272,9 +274,9 @@ mod tests {
         // The line reads back as enabled and set by someone, so it restores whole.
         let q = parse_qos(&t.render(254, 0));
         assert!(q[0].enabled && q[0].user, "{q:?}");
-        let fast = QosTargets::from_idle(20, 10);
+        let fast = QosTargets::from_idle(20, 10, LATENCY_FACTOR);
         assert_eq!((fast.rlat_us, fast.wlat_us), (250, 250));
-        let slow = QosTargets::from_idle(900_000, 0);
+        let slow = QosTargets::from_idle(900_000, 0, LATENCY_FACTOR);
         assert_eq!((slow.rlat_us, slow.wlat_us), (250_000, 250));
     }
 

@@ -39,6 +39,8 @@ pub struct Setup {
     pub measure: bool,
     /// How long and large a calibration is.
     pub plan: CalibrationPlan,
+    /// Latency targets are this many idle p95 latencies ([`crate::LATENCY_FACTOR`]).
+    pub latency_factor: u32,
 }
 
 /// Where a disk's cost model comes from.
@@ -177,10 +179,9 @@ pub fn enable(setup: &Setup) -> Result<NodeIoCost, IoCostError> {
             } else if !operators_targets(*major, *minor) {
                 // Latency targets only with the model they were measured with, and
                 // never over an operator's own (`enable=1` alone keeps them).
-                qos = c
-                    .measured
-                    .idle_latency
-                    .map(|l| QosTargets::from_idle(l.read_p95_us, l.write_p95_us));
+                qos = c.measured.idle_latency.map(|l| {
+                    QosTargets::from_idle(l.read_p95_us, l.write_p95_us, setup.latency_factor)
+                });
             }
         }
         if let Some(t) = qos {

@@ -29,6 +29,7 @@ fn setup(data: &Path, measure: bool) -> Setup {
             phase: Duration::from_millis(500),
             ..CalibrationPlan::default()
         },
+        latency_factor: daros_iocost::LATENCY_FACTOR,
     }
 }
 

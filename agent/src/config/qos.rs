@@ -49,6 +49,9 @@ pub struct QosSection {
     pub network_ingress_capacity: Option<BytesPerSec>,
     /// The kernel's proportional IO control (iocost) on the node's disks.
     pub io_cost: IoCostMode,
+    /// iocost's latency targets on a measured disk, in idle p95 latencies
+    /// (1–64): higher leaves more of the disk to low weights, lower protects more.
+    pub io_cost_latency_factor: u32,
 }
 
 /// `[qos] io_cost`: what the agent does with blk-iocost (cgroup v2 only).
@@ -86,6 +89,7 @@ impl Default for QosSection {
             network_egress_capacity: None,
             network_ingress_capacity: None,
             io_cost: IoCostMode::default(),
+            io_cost_latency_factor: daros_iocost::LATENCY_FACTOR,
         }
     }
 }
@@ -159,6 +163,15 @@ pub fn validate(q: &QosSection) -> Result<(), ConfigError> {
         Duration::from_secs(1),
         Duration::from_secs(3600),
     )?;
+    if !(1..=64).contains(&q.io_cost_latency_factor) {
+        return Err(ConfigError::invalid(
+            "qos.io_cost_latency_factor",
+            format!(
+                "must be between 1 and 64 idle p95 latencies, got {}",
+                q.io_cost_latency_factor
+            ),
+        ));
+    }
     for (key, v) in [
         ("qos.io_read_capacity", q.io_read_capacity),
         ("qos.io_write_capacity", q.io_write_capacity),
@@ -219,6 +232,11 @@ mod tests {
                 "qos.io_read_capacity",
                 "greater than 0",
             ),
+            (
+                "[qos]\nio_cost_latency_factor = 0\n",
+                "qos.io_cost_latency_factor",
+                "between 1 and 64",
+            ),
             ("[qos]\nprotecton = false\n", "qos.protecton", "unknown key"),
         ];
         for (text, key, part) in cases {
@@ -238,12 +256,16 @@ mod tests {
         .unwrap();
         let c: Config = load(&Overrides {
             file: Some(p.clone()),
-            env: vec![("DAROS_QOS_HOLD_TIME".into(), "5s".into())],
+            env: vec![
+                ("DAROS_QOS_HOLD_TIME".into(), "5s".into()),
+                ("DAROS_QOS_IO_COST_LATENCY_FACTOR".into(), "12".into()),
+            ],
             ..Overrides::default()
         })
         .unwrap();
         assert_eq!(c.qos.system_reserved_cpu, MilliCpu(1500));
         assert_eq!(c.qos.io_read_capacity, Some(BytesPerSec(200_000_000)));
         assert_eq!(c.qos.hold_time.0, Duration::from_secs(5));
+        assert_eq!(c.qos.io_cost_latency_factor, 12);
     }
 }

@@ -83,6 +83,7 @@ pub fn start(cfg: &Config, layout: &CgroupLayout) -> IoCost {
         disks,
         measure: cfg.qos.io_cost == IoCostMode::Measure,
         plan: CalibrationPlan::default(),
+        latency_factor: cfg.qos.io_cost_latency_factor,
     };
     match node::enable(&setup) {
         Ok(n) => IoCost {
