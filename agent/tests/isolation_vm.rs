@@ -51,6 +51,29 @@ fn compare_only() -> bool {
     std::env::var("DAROS_ISOLATION_COMPARE_ONLY").as_deref() == Ok("1")
 }
 
+/// `NAME=12,16`: the numbers of an optional row list (none in CI's short
+/// run, `compare_only`).
+fn env_numbers(name: &str) -> Vec<u32> {
+    if compare_only() {
+        return Vec::new();
+    }
+    std::env::var(name)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{name}: {v:?} is not a whole number: {e}"))
+        })
+        .collect()
+}
+
+/// A row's setup name made at run time (the rows keep `&'static str`).
+fn row_name(name: String) -> &'static str {
+    Box::leak(name.into_boxed_str())
+}
+
 /// The scenarios, in the order they run.
 const RESOURCES: [&str; 4] = ["cpu", "mem", "net", "io"];
 
@@ -1243,32 +1266,14 @@ fn isolation_of_a_protected_workload_against_a_hog() {
             all.push(io("iocost", None, &alone, None).0);
         }
         // iocost's latency targets looser or tighter than the default.
-        if !compare_only() {
-            for f in std::env::var("DAROS_ISOLATION_IO_FACTORS")
-                .unwrap_or_default()
-                .split(',')
-            {
-                let Ok(f) = f.trim().parse::<u32>() else {
-                    continue;
-                };
-                for base in ["darosd", "iocost"] {
-                    let setup: &'static str = Box::leak(format!("{base}-f{f}").into_boxed_str());
-                    all.push(io(setup, None, &alone, None).0);
-                }
+        for f in env_numbers("DAROS_ISOLATION_IO_FACTORS") {
+            for base in ["darosd", "iocost"] {
+                all.push(io(row_name(format!("{base}-f{f}")), None, &alone, None).0);
             }
         }
         // What a rate control can leave the hog: plain, the hog capped.
-        if !compare_only() {
-            for pct in std::env::var("DAROS_ISOLATION_IO_CAPS")
-                .unwrap_or_default()
-                .split(',')
-            {
-                let Ok(pct) = pct.trim().parse::<u32>() else {
-                    continue;
-                };
-                let setup: &'static str = Box::leak(format!("cap{pct}").into_boxed_str());
-                all.push(io(setup, Some(&w), &alone, None).0);
-            }
+        for pct in env_numbers("DAROS_ISOLATION_IO_CAPS") {
+            all.push(io(row_name(format!("cap{pct}")), Some(&w), &alone, None).0);
         }
         // What this disk allows at all: plain, the hog's queue cut short.
         if !compare_only() && std::env::var("DAROS_ISOLATION_IO_CEILING").as_deref() == Ok("1") {

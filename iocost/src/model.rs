@@ -274,6 +274,9 @@ mod tests {
         // The line reads back as enabled and set by someone, so it restores whole.
         let q = parse_qos(&t.render(254, 0));
         assert!(q[0].enabled && q[0].user, "{q:?}");
+        // An operator's factor scales both targets.
+        let loose = QosTargets::from_idle(180, 90, 16);
+        assert_eq!((loose.rlat_us, loose.wlat_us), (2880, 1440));
         let fast = QosTargets::from_idle(20, 10, LATENCY_FACTOR);
         assert_eq!((fast.rlat_us, fast.wlat_us), (250, 250));
         let slow = QosTargets::from_idle(900_000, 0, LATENCY_FACTOR);
