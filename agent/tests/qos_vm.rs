@@ -255,6 +255,9 @@ fn cpu_floor_against_a_heavier_burstable_hog_needs_the_protection_loop() {
         "{}",
         hold.detail
     );
+    // Held, the hog also has the least weight (the reconcile every 300 ms
+    // leaves it), and it gets its class weight back on release.
+    assert!(hold.detail.contains("cpu.weight 1"), "{}", hold.detail);
     assert!(
         events.iter().any(|e| e.kind == EventKind::Restored),
         "the loop saw the floor restored"

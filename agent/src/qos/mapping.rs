@@ -39,6 +39,15 @@ pub fn cpu_weight(class: QosClass, cpu: &ResourceBounds<MilliCpu>) -> u64 {
     }
 }
 
+/// v1 `cpu.shares` for a class and its CPU bounds: BestEffort 2, otherwise
+/// kubelet's shares of the request (or the reservation).
+pub fn cpu_shares_of(class: QosClass, cpu: &ResourceBounds<MilliCpu>) -> u64 {
+    match class {
+        QosClass::BestEffort => 2,
+        _ => cpu_shares(cpu.request.or(cpu.reservation)),
+    }
+}
+
 /// `io.weight` (and BFQ weight) per class.
 pub fn io_weight(class: QosClass) -> u64 {
     match class {
@@ -486,10 +495,7 @@ fn plan_v1(spec: &QosSpec, node: &NodeFacts, target: &TargetFacts) -> Vec<KnobPl
     let mut out = Vec::new();
 
     // CPU
-    let shares = match class {
-        QosClass::BestEffort => 2,
-        _ => cpu_shares(p.cpu.request.or(p.cpu.reservation)),
-    };
+    let shares = cpu_shares_of(class, &p.cpu);
     out.push(KnobPlan::write(
         Knob::CpuShares,
         match class {

@@ -815,6 +815,11 @@ impl QosService {
                     floor_io_read: rate(r.io_read),
                     floor_io_write: rate(r.io_write),
                     cpu_limit: s.profile.cpu.limit.map(MilliCpu::millis),
+                    cpu_weight: if v1 {
+                        mapping::cpu_shares_of(s.class, &s.profile.cpu)
+                    } else {
+                        mapping::cpu_weight(s.class, &s.profile.cpu)
+                    },
                     memory_high: if v1 {
                         s.profile.memory.limit.map(Bytes::get)
                     } else if s.class == QosClass::Burstable {
@@ -844,7 +849,11 @@ impl Drop for QosService {
 /// Knobs the protection loop writes while it holds a resource.
 fn is_hold_knob(k: Knob, held: &BTreeSet<Resource>) -> bool {
     match k {
-        Knob::CpuMax | Knob::CpuCfsQuota | Knob::CpuCfsPeriod => held.contains(&Resource::Cpu),
+        Knob::CpuMax
+        | Knob::CpuCfsQuota
+        | Knob::CpuCfsPeriod
+        | Knob::CpuWeight
+        | Knob::CpuShares => held.contains(&Resource::Cpu),
         Knob::MemoryHigh | Knob::MemoryLimit => held.contains(&Resource::Memory),
         Knob::IoMax | Knob::BlkioReadBps | Knob::BlkioWriteBps => held.contains(&Resource::Io),
         _ => false,
@@ -853,3 +862,28 @@ fn is_hold_knob(k: Knob, held: &BTreeSet<Resource>) -> bool {
 
 /// The period of the reconcile loop when none is configured.
 pub const DEFAULT_RECONCILE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_hold_keeps_its_quota_and_weight_from_the_reconcile() {
+        let cpu: BTreeSet<Resource> = [Resource::Cpu].into();
+        for k in [
+            Knob::CpuMax,
+            Knob::CpuWeight,
+            Knob::CpuCfsQuota,
+            Knob::CpuCfsPeriod,
+            Knob::CpuShares,
+        ] {
+            assert!(is_hold_knob(k, &cpu), "{k:?}");
+            assert!(
+                !is_hold_knob(k, &BTreeSet::new()),
+                "{k:?} with nothing held"
+            );
+        }
+        assert!(!is_hold_knob(Knob::MemoryHigh, &cpu));
+        assert!(!is_hold_knob(Knob::IoMax, &cpu));
+    }
+}

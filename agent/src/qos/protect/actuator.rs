@@ -6,7 +6,9 @@
 //! there is no BestEffort workload), Burstable with ½^(L−2):
 //! - cpu: a share of the cores the floors leave (`cpus − Σ floors − 5%`) as
 //!   `cpu.max` with a 20 ms period (fine-grained so the reserved workload sees
-//!   the freed CPU within its measurement window);
+//!   the freed CPU within its measurement window), and the least weight
+//!   (`cpu.weight` 1, `cpu.shares` 2) so that its threads, refilled every
+//!   period, do not take the reserved workload's cores first;
 //! - memory: `memory.high` at usage when first held (growth stops), one step
 //!   (16 MiB) lower per further level, never below a Burstable workload's
 //!   request;
@@ -28,6 +30,10 @@ use crate::qos::knob::Resource;
 
 /// CFS period used while holding CPU, µs.
 pub const HOLD_PERIOD_US: u64 = 20_000;
+/// `cpu.weight` of a workload while its CPU is held (v2's least).
+pub const HELD_CPU_WEIGHT: u64 = 1;
+/// `cpu.shares` of a workload while its CPU is held (v1's least).
+pub const HELD_CPU_SHARES: u64 = 2;
 /// Smallest CPU share left to a held workload, millicores.
 pub const MIN_HOLD_MILLIS: u64 = 50;
 /// The memory.high step per level. The kernel reclaims what a lowered
@@ -151,10 +157,16 @@ impl Actuator {
     fn render(&self, v: &Value) -> String {
         match (v, &self.backend) {
             (Value::CpuMillis(m), AnyBackend::V2(_)) => {
-                format!("{} {HOLD_PERIOD_US}", quota(*m))
+                format!(
+                    "{} {HOLD_PERIOD_US}, cpu.weight {HELD_CPU_WEIGHT}",
+                    quota(*m)
+                )
             }
             (Value::CpuMillis(m), AnyBackend::V1(_)) => {
-                format!("{} (period {HOLD_PERIOD_US})", quota(*m))
+                format!(
+                    "{} (period {HOLD_PERIOD_US}), cpu.shares {HELD_CPU_SHARES}",
+                    quota(*m)
+                )
             }
             (Value::MemoryHigh(b), _) => b.to_string(),
             (Value::Io(lines), _) => lines
@@ -408,12 +420,15 @@ impl Actuator {
 
     fn write(&self, w: &Watched, res: Resource, v: &Value) -> Result<(), String> {
         match (v, &self.backend) {
-            (Value::CpuMillis(m), AnyBackend::V2(_)) => self.put(
-                w,
-                v2::cpu::MAX,
-                "cpu",
-                &format!("{} {HOLD_PERIOD_US}", quota(*m)),
-            ),
+            (Value::CpuMillis(m), AnyBackend::V2(_)) => {
+                self.put(
+                    w,
+                    v2::cpu::MAX,
+                    "cpu",
+                    &format!("{} {HOLD_PERIOD_US}", quota(*m)),
+                )?;
+                self.put(w, v2::cpu::WEIGHT, "cpu", &HELD_CPU_WEIGHT.to_string())
+            }
             (Value::CpuMillis(m), AnyBackend::V1(_)) => {
                 // Quota first when shrinking the period would leave it invalid is not
                 // an issue: any quota >= 1 ms is valid with any period.
@@ -423,7 +438,8 @@ impl Actuator {
                     "cpu",
                     &HOLD_PERIOD_US.to_string(),
                 )?;
-                self.put(w, v1::cpu::CFS_QUOTA_US, "cpu", &quota(*m).to_string())
+                self.put(w, v1::cpu::CFS_QUOTA_US, "cpu", &quota(*m).to_string())?;
+                self.put(w, v1::cpu::SHARES, "cpu", &HELD_CPU_SHARES.to_string())
             }
             (Value::MemoryHigh(b), AnyBackend::V2(_)) => {
                 self.put(w, v2::memory::HIGH, "memory", &b.to_string())
@@ -477,7 +493,8 @@ impl Actuator {
                     },
                 );
                 self.put(w, v2::cpu::MAX, "cpu", &v)
-                    .map(|()| format!("{} cpu.max {v}", w.id))
+                    .and_then(|()| self.put(w, v2::cpu::WEIGHT, "cpu", &w.cpu_weight.to_string()))
+                    .map(|()| format!("{} cpu.max {v}, cpu.weight {}", w.id, w.cpu_weight))
             }
             (Resource::Cpu, AnyBackend::V1(_)) => {
                 let q = w.cpu_limit.map_or_else(
@@ -500,7 +517,8 @@ impl Actuator {
                         )
                     })
                     .and_then(|()| self.put(w, v1::cpu::CFS_QUOTA_US, "cpu", &q))
-                    .map(|()| format!("{} cpu.cfs_quota_us {q}", w.id))
+                    .and_then(|()| self.put(w, v1::cpu::SHARES, "cpu", &w.cpu_weight.to_string()))
+                    .map(|()| format!("{} cpu.cfs_quota_us {q}, cpu.shares {}", w.id, w.cpu_weight))
             }
             (Resource::Memory, AnyBackend::V2(_)) => {
                 let v = w

@@ -46,6 +46,9 @@ pub struct Watched {
     pub floor_io_write: f64,
     /// Static CPU limit in millicores (restored after a hold).
     pub cpu_limit: Option<u64>,
+    /// Static CPU weight, `cpu.weight` on v2 and `cpu.shares` on v1 (restored
+    /// after a hold, which lowers it to the least).
+    pub cpu_weight: u64,
     /// Static memory throttle/limit in bytes (restored after a hold).
     pub memory_high: Option<u64>,
     /// A memory hold never goes below this (a Burstable workload's request).
@@ -83,6 +86,7 @@ impl Watched {
             floor_io_read: 0.0,
             floor_io_write: 0.0,
             cpu_limit: None,
+            cpu_weight: 1,
             memory_high: None,
             memory_bound: 0,
             io_read_limit: None,
