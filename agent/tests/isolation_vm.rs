@@ -703,7 +703,7 @@ fn io(
 }
 
 /// iocost's `iocost_ioc_vrate_adj` events (one per period in which the vrate
-/// could move) in a tracefs instance of the test's own, removed when read.
+/// could move) in a tracefs instance of the test's own, removed on drop.
 struct VrateTrace(PathBuf);
 
 impl VrateTrace {
@@ -724,11 +724,7 @@ impl VrateTrace {
             (0i32, 0, 0, 0, 0, 0);
         let mut missed_sum = 0u64;
         for l in text.lines().filter(|l| l.contains("iocost_ioc_vrate_adj")) {
-            let kv = |k: &str| {
-                l.split_whitespace()
-                    .find_map(|t| t.strip_prefix(k))
-                    .map(str::to_string)
-            };
+            let kv = |k: &str| l.split_whitespace().find_map(|t| t.strip_prefix(k));
             n += 1;
             let num = |k: &str| kv(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
             busy += i32::from(num("busy=") > 0);
@@ -752,11 +748,6 @@ impl VrateTrace {
                     .map_or(l, |(_, r)| r)
             })
             .collect();
-        let _ = std::fs::write(
-            self.0.join("events/iocost/iocost_ioc_vrate_adj/enable"),
-            "0",
-        );
-        let _ = std::fs::remove_dir(&self.0);
         format!(
             "{n} periods: busy {:.0} %, reads late over 5 % {:.0} % (mean {} ppm), rq_wait over 5 % {:.0} %, lagging {:.0} %, shortages {:.0} %; e.g. {raw:?}",
             pct(busy),
@@ -766,6 +757,17 @@ impl VrateTrace {
             pct(lagging),
             pct(short)
         )
+    }
+}
+
+/// The instance goes even when the test fails between start and finish.
+impl Drop for VrateTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            self.0.join("events/iocost/iocost_ioc_vrate_adj/enable"),
+            "0",
+        );
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 

@@ -33,10 +33,8 @@ pub fn shares_to_weight(shares: u64) -> u64 {
 /// `cpu.weight` for a class and its CPU bounds: BestEffort 1, otherwise the
 /// kubelet weight of the request (or the reservation).
 pub fn cpu_weight(class: QosClass, cpu: &ResourceBounds<MilliCpu>) -> u64 {
-    match class {
-        QosClass::BestEffort => 1,
-        _ => shares_to_weight(cpu_shares(cpu.request.or(cpu.reservation))),
-    }
+    // BestEffort's 2 shares are weight 1.
+    shares_to_weight(cpu_shares_of(class, cpu))
 }
 
 /// v1 `cpu.shares` for a class and its CPU bounds: BestEffort 2, otherwise
