@@ -138,6 +138,14 @@ impl Actuator {
             .collect()
     }
 
+    /// The IO holds in effect: each held workload's `io.max` lines.
+    pub fn io_holds(&self) -> impl Iterator<Item = (&str, &[IoMaxLine])> {
+        self.held.iter().filter_map(|((id, _), h)| match &h.value {
+            Value::Io(lines) => Some((id.as_str(), lines.as_slice())),
+            _ => None,
+        })
+    }
+
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()

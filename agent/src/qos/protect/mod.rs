@@ -6,6 +6,7 @@
 //! with hysteresis. Every hold and release is an event (tracing, metrics, API).
 
 pub mod actuator;
+pub mod hold_use;
 pub mod policy;
 pub mod psi;
 pub mod reclaim;

@@ -45,6 +45,11 @@ pub struct PolicyConfig {
     /// reader held at its floor dips below the slip ratio now and then by
     /// itself; taken back at every dip, a hold never reached its last step.
     pub slip_confirm: Duration,
+    /// A level-1 hold widens only while the held workloads use at least this
+    /// share of it on average since its last change (0: always). Below it even
+    /// the step before covered their mean rate: a wider hold gives them
+    /// nothing lasting and lets their surges through.
+    pub widen_use: f64,
 }
 
 impl Default for PolicyConfig {
@@ -64,6 +69,7 @@ impl Default for PolicyConfig {
             slip_ratio: 0.95,
             keep_ratio: 0.0,
             slip_confirm: Duration::ZERO,
+            widen_use: 0.0,
         }
     }
 }
@@ -131,9 +137,12 @@ pub enum Change {
         /// Widened (true) or taken back (false).
         wider: bool,
     },
-    /// The level-1 hold reached its last easing step with a reserved
+    /// The level-1 hold reached its last easing step, or one its held
+    /// workloads do not use enough to widen (`widen_use`), with a reserved
     /// workload still active: it stays there until that workload is idle.
     Kept {
+        /// The easing step it stays at.
+        step: u8,
         /// Which workload, in words.
         why: String,
     },
@@ -159,6 +168,9 @@ pub struct ResourcePolicy {
     kept: bool,
     idle_since: Option<Duration>,
     slip_since: Option<Duration>,
+    /// The widest easing step that last held (before the one a threat or a
+    /// slip took back): once calm again the hold returns to it in one step.
+    good: u8,
 }
 
 impl ResourcePolicy {
@@ -177,6 +189,7 @@ impl ResourcePolicy {
             kept: false,
             idle_since: None,
             slip_since: None,
+            good: 0,
         }
     }
 
@@ -197,6 +210,18 @@ impl ResourcePolicy {
 
     /// Advances to `now` with this tick's observations of every reserved workload.
     pub fn step(&mut self, c: &PolicyConfig, now: Duration, obs: &[FloorObs]) -> Vec<Change> {
+        self.step_using(c, now, obs, None)
+    }
+
+    /// [`Self::step`] knowing the mean share of their hold the held workloads
+    /// used since its last change (`None`: not known, so not limiting).
+    pub fn step_using(
+        &mut self,
+        c: &PolicyConfig,
+        now: Duration,
+        obs: &[FloorObs],
+        held_use: Option<f64>,
+    ) -> Vec<Change> {
         let mut out = Vec::new();
         let threat: Vec<&FloorObs> = obs.iter().filter(|o| o.threatened(c)).collect();
         if let Some(t) = threat.first() {
@@ -232,11 +257,15 @@ impl ResourcePolicy {
                 }
                 self.level = 1;
                 self.ease = 0;
+                self.good = 0;
                 self.last_change = now;
                 self.acted = true;
                 out.push(Change::Hold { why });
             } else if self.ease > 0 {
-                // The widening went too far: back to the hold that worked.
+                // The widening went too far: back to the hold as first set at
+                // once (a surge is on), and to the step before this one once
+                // calm again.
+                self.good = self.ease - 1;
                 self.ease = 0;
                 self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
                 self.last_change = now;
@@ -289,6 +318,7 @@ impl ResourcePolicy {
             // back, and wait longer before trying again.
             self.slip_since = None;
             self.ease -= 1;
+            self.good = self.good.min(self.ease);
             self.kept = false;
             self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
             self.last_change = now;
@@ -304,9 +334,16 @@ impl ResourcePolicy {
             if now.saturating_sub(since) >= self.hold_time
                 && now.saturating_sub(self.last_change) >= self.hold_time
             {
-                if self.level == 1 && self.ease < c.ease_steps {
+                // Back to the step that last held, or one wider while the
+                // held workloads use enough of their hold for it to matter.
+                let used = c.widen_use <= 0.0 || held_use.is_none_or(|u| u >= c.widen_use);
+                if self.level == 1 && self.ease < c.ease_steps && (self.ease < self.good || used) {
                     self.kept = false;
-                    self.ease += 1;
+                    self.ease = if self.ease < self.good {
+                        self.good
+                    } else {
+                        self.ease + 1
+                    };
                     self.last_change = now;
                     self.calm_since = Some(now);
                     out.push(Change::Ease {
@@ -316,7 +353,8 @@ impl ResourcePolicy {
                     return out;
                 }
                 // Released, the held workload surges back to all its rate and
-                // the floor slips within seconds: the last step stays while
+                // the floor slips within seconds: the last step (or the one its
+                // use does not outgrow) stays while
                 // the reserved workload needs it, and until it has been idle
                 // for the hold time (a reader pausing between files is not done).
                 if self.level == 1 && c.ease_steps > 0 && c.keep_ratio > 0.0 {
@@ -324,12 +362,20 @@ impl ResourcePolicy {
                         self.idle_since = None;
                         if !self.kept {
                             self.kept = true;
+                            let mut why = format!(
+                                "{} still at {:.0}% of its floor",
+                                o.id,
+                                100.0 * o.usage / o.floor
+                            );
+                            if let Some(u) = held_use.filter(|_| self.ease < c.ease_steps) {
+                                why.push_str(&format!(
+                                    ", the held workloads at {:.0}% of their hold",
+                                    100.0 * u
+                                ));
+                            }
                             out.push(Change::Kept {
-                                why: format!(
-                                    "{} still at {:.0}% of its floor",
-                                    o.id,
-                                    100.0 * o.usage / o.floor
-                                ),
+                                step: self.ease,
+                                why,
                             });
                         }
                         return out;
@@ -342,6 +388,7 @@ impl ResourcePolicy {
                 self.kept = false;
                 self.idle_since = None;
                 self.ease = 0;
+                self.good = 0;
                 self.level -= 1;
                 self.last_change = now;
                 self.last_release = Some(now);
@@ -573,7 +620,7 @@ mod tests {
         }
         assert_eq!(changes.len(), 3, "two steps and one kept: {changes:?}");
         assert!(
-            matches!(&changes[2], Change::Kept { why } if why.contains("managed/db still at 100% of its floor")),
+            matches!(&changes[2], Change::Kept { step: 2, why } if why.contains("managed/db still at 100% of its floor")),
             "{changes:?}"
         );
         assert_eq!((p.level(), p.ease()), (1, 2), "kept at the last step");
@@ -592,6 +639,92 @@ mod tests {
         }
         assert_eq!(released, Some(63_600), "2 s after its last read");
         assert_eq!((p.level(), p.ease()), (0, 0));
+    }
+
+    #[test]
+    fn a_hold_its_workloads_do_not_outgrow_is_kept_not_widened() {
+        let c = PolicyConfig {
+            threat_ratio: 0.75,
+            comfortable_ratio: 0.95,
+            ease_steps: 4,
+            slip_ratio: 0.85,
+            keep_ratio: 0.25,
+            widen_use: 0.6,
+            ..PolicyConfig::default()
+        };
+        let fine = || obs(1.5, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        p.step_using(&c, ms(0), &obs(1.0, 0.5), None);
+        p.step_using(&c, ms(100), &fine(), None);
+        // The held workload reads at 90 % of its hold: widened.
+        assert_eq!(
+            p.step_using(&c, ms(2100), &fine(), Some(0.9)),
+            eased(1, true)
+        );
+        // At 40 % of the wider one: kept there, saying why.
+        let ch = p.step_using(&c, ms(4100), &fine(), Some(0.4));
+        assert!(
+            matches!(&ch[..], [Change::Kept { step: 1, why }] if why.contains("held workloads at 40% of their hold")),
+            "{ch:?}"
+        );
+        for t in (4200..20_000).step_by(100) {
+            assert!(p.step_using(&c, ms(t), &fine(), Some(0.4)).is_empty());
+        }
+        assert_eq!(p.ease(), 1);
+        // It grows into its hold: widened again.
+        assert_eq!(
+            p.step_using(&c, ms(20_000), &fine(), Some(0.7)),
+            eased(2, true)
+        );
+        // Not known (nothing measured): as without the rule.
+        assert_eq!(p.step_using(&c, ms(22_000), &fine(), None), eased(3, true));
+        // The reader idle for the hold time: released from a kept step too.
+        assert!(matches!(
+            &p.step_using(&c, ms(24_000), &fine(), Some(0.1))[..],
+            [Change::Kept { step: 3, .. }]
+        ));
+        assert!(
+            p.step_using(&c, ms(24_100), &obs(0.0, 0.0), Some(0.1))
+                .is_empty()
+        );
+        assert_eq!(
+            p.step_using(&c, ms(26_100), &obs(0.0, 0.0), Some(0.1)),
+            vec![Change::Release { level: 0 }]
+        );
+    }
+
+    #[test]
+    fn after_a_threat_the_hold_returns_to_the_step_that_held_in_one_go() {
+        let c = PolicyConfig {
+            ease_steps: 4,
+            ..io_like()
+        };
+        let fine = || obs(1.5, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &fine());
+        for (t, s) in [(2100, 1), (4100, 2), (6100, 3)] {
+            assert_eq!(p.step(&c, ms(t), &fine()), eased(s, true), "at {t} ms");
+        }
+        // Step 3 lets a surge through: the hold as first set at once...
+        assert_eq!(p.step(&c, ms(6500), &obs(1.0, 0.5)), eased(0, false));
+        assert_eq!(p.hold_time(), ms(4000));
+        // ...and step 2, which held, after the (doubled) hold time.
+        assert_eq!(
+            p.step(&c, ms(6600), &fine()),
+            vec![Change::Restored { after: ms(100) }]
+        );
+        assert!(p.step(&c, ms(10_500), &fine()).is_empty());
+        assert_eq!(p.step(&c, ms(10_600), &fine()), eased(2, true));
+        // Further only one step at a time.
+        assert_eq!(p.step(&c, ms(14_600), &fine()), eased(3, true));
+        // A slip takes one step back; a threat there goes back to the start
+        // and, calm again, to the step before the threatened one.
+        assert_eq!(p.step(&c, ms(16_000), &obs(1.3, 0.5)), eased(2, false));
+        assert_eq!(p.step(&c, ms(16_100), &obs(1.0, 0.5)), eased(0, false));
+        p.step(&c, ms(16_200), &fine());
+        assert!(p.step(&c, ms(32_100), &fine()).is_empty());
+        assert_eq!(p.step(&c, ms(32_200), &fine()), eased(1, true), "{p:?}");
     }
 
     #[test]
