@@ -353,10 +353,10 @@ impl ResourcePolicy {
                     return out;
                 }
                 // Released, the held workload surges back to all its rate and
-                // the floor slips within seconds: the last step (or the one its
-                // use does not outgrow) stays while
-                // the reserved workload needs it, and until it has been idle
-                // for the hold time (a reader pausing between files is not done).
+                // the floor slips within seconds: the last step (or one its
+                // use does not outgrow) stays while the reserved workload
+                // needs it, and until it has been idle for the hold time (a
+                // reader pausing between files is not done).
                 if self.level == 1 && c.ease_steps > 0 && c.keep_ratio > 0.0 {
                     if let Some(o) = obs.iter().find(|o| o.active(c)) {
                         self.idle_since = None;
