@@ -18,9 +18,14 @@ fn host_only() {
 static VM: Mutex<()> = Mutex::new(());
 
 fn vmtest(args: &[&str]) -> Output {
+    vmtest_with(args, &[])
+}
+
+fn vmtest_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_daros-vmtest"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
@@ -149,4 +154,47 @@ fn a_guest_that_dies_without_a_status_is_125_with_the_reason() {
         "the panic reaches the console: {}",
         stdout(&out)
     );
+}
+
+#[test]
+fn a_guest_stuck_in_boot_is_shown_by_an_nmi_and_booted_once_more() {
+    host_only();
+    // Unknown parameters become init's arguments: this guest's init sleeps forever
+    // and never reaches its job, as the guests CI saw print nothing for 600 s.
+    let t0 = std::time::Instant::now();
+    let out = vmtest_with(
+        &[
+            "run",
+            "--timeout",
+            "240",
+            "--boot-within",
+            "8",
+            "--no-disk",
+            "-o",
+            "json",
+            "--",
+            "true",
+        ],
+        &[("DAROS_VM_KERNEL_ARGS", "rdinit=/bin/busybox sleep 3600")],
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let console = stderr(&out);
+    // The kernel's own words, in each boot (then again in its replayed log).
+    assert!(
+        console.matches("Kernel panic - not syncing: NMI").count() >= 2,
+        "{console}"
+    );
+    assert_eq!(console.matches("booting it again").count(), 1, "{console}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stalled = report["stalled_boots"].as_array().unwrap();
+    assert_eq!(stalled.len(), 2, "{report}");
+    assert!(
+        stalled
+            .iter()
+            .all(|s| s.as_str().unwrap().contains("CPU#1\nRIP=")),
+        "each boot's vCPUs were read from the monitor: {report}"
+    );
+    assert!(report["commands"][0]["status"].is_null());
+    // Two stuck boots end well before the run's limit.
+    assert!(t0.elapsed().as_secs() < 120, "{:?}", t0.elapsed());
 }

@@ -13,6 +13,7 @@ pub mod initramfs;
 pub mod job;
 pub mod kernel;
 pub mod modules;
+pub mod monitor;
 pub mod qemu;
 pub mod runner;
 

@@ -9,14 +9,18 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::monitor;
+
 /// Kernel command line. `psi=1` keeps PSI on should a kernel build default it off;
 /// `cgroup_no_v1=all` makes cgroup2 the only cgroup hierarchy the guest can mount.
 /// A soft lockup panics the guest at once (instead of the job hanging until the
 /// timeout) after backtracing every CPU, and the panic replays the whole kernel
-/// log on the console (`panic_print=0x20`), whose level otherwise hides the stacks.
+/// log on the console (`panic_print=0x20`), whose level otherwise hides the stacks,
+/// and every CPU's backtrace (`0x40`). An NMI the kernel does not expect panics it
+/// (`unknown_nmi_panic`): the runner sends one to a guest that never reached its job.
 pub const KERNEL_CMDLINE: &str = "console=ttyS0 rdinit=/init quiet loglevel=1 panic=-1 reboot=t oops=panic \
      mitigations=off tsc=reliable psi=1 cgroup_no_v1=all \
-     softlockup_panic=1 softlockup_all_cpu_backtrace=1 panic_print=0x20";
+     softlockup_panic=1 softlockup_all_cpu_backtrace=1 unknown_nmi_panic panic_print=0x60";
 
 /// The kernel command line with `extra` (`DAROS_VM_KERNEL_ARGS`, e.g.
 /// `loglevel=7 softlockup_panic=1` to see a hang's stack on the console) appended:
@@ -68,6 +72,8 @@ pub struct QemuConfig {
     pub memory_mib: u32,
     /// Guest vCPUs.
     pub cpus: u32,
+    /// QEMU's human monitor on this unix socket, if any.
+    pub monitor: Option<PathBuf>,
 }
 
 /// How QEMU backs the guest's disk on the host.
@@ -143,6 +149,9 @@ impl QemuConfig {
                 .arg(d)
                 .args(["-device", "virtio-blk-pci,drive=d0"]);
         }
+        if let Some(m) = &self.monitor {
+            c.arg("-monitor").arg(monitor::qemu_arg(m));
+        }
         c
     }
 }
@@ -166,6 +175,40 @@ pub enum VmEnd {
     Exited(ExitStatus),
     /// The timeout passed and QEMU was killed.
     TimedOut,
+    /// The guest did not reach its job within [`BootWatch::within`]; it was sent an
+    /// NMI (to replay its log) and QEMU was then killed if it had not exited.
+    BootStalled,
+}
+
+/// How the supervisor tells a guest that boots slowly from one that never will.
+#[derive(Debug, Clone)]
+pub struct BootWatch {
+    /// The file the guest writes once it is about to start its job.
+    pub marker: PathBuf,
+    /// How long the guest may take to write it.
+    pub within: Duration,
+    /// QEMU's monitor socket, to read the vCPUs' state and send the NMI.
+    pub monitor: Option<PathBuf>,
+    /// How long a stalled guest then gets to print its panic before QEMU is killed.
+    pub grace: Duration,
+}
+
+impl BootWatch {
+    /// What the vCPUs were doing, then the NMI; returns the description.
+    fn diagnose(&self) -> String {
+        let Some(m) = &self.monitor else {
+            return "no monitor socket: the guest's state is unknown".into();
+        };
+        let regs = match monitor::command(m, "info registers -a", Duration::from_secs(10)) {
+            Ok(r) => monitor::cpu_lines(&r),
+            Err(e) => format!("the qemu monitor did not answer ({e}): qemu itself may be stuck"),
+        };
+        let nmi = match monitor::command(m, "nmi", Duration::from_secs(5)) {
+            Ok(_) => "sent an NMI (the guest kernel panics on it and replays its log)".into(),
+            Err(e) => format!("could not send an NMI: {e}"),
+        };
+        format!("{regs}\n{nmi}")
+    }
 }
 
 /// A finished QEMU run.
@@ -181,6 +224,8 @@ pub struct QemuRun {
     pub wall: Duration,
     /// QEMU's process id (gone by now).
     pub pid: u32,
+    /// When the boot stalled: the vCPUs' state and what was done about it.
+    pub stall: Option<String>,
 }
 
 /// Kills and reaps QEMU whatever happens to the supervisor (error, panic, unwind).
@@ -209,13 +254,15 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// Runs QEMU to completion or `timeout`, copying the console to `sink` as it arrives
 /// and calling `poll` with the sink about every 50 ms and once at the end (the runner
-/// streams the programs' output files from there).
+/// streams the programs' output files from there). With `boot`, a guest that has not
+/// written its marker in time is diagnosed and ends the run as [`VmEnd::BootStalled`].
 ///
 /// QEMU gets SIGKILL if this thread's process dies (`PR_SET_PDEATHSIG`), on timeout,
 /// and when this function returns early for any reason.
 pub fn run(
     mut cmd: Command,
     timeout: Duration,
+    boot: Option<&BootWatch>,
     sink: &mut dyn Write,
     poll: &mut dyn FnMut(&mut dyn Write),
 ) -> Result<QemuRun, QemuError> {
@@ -260,7 +307,9 @@ pub fn run(
             console.drain(..console.len() - CONSOLE_KEEP_BYTES);
         }
     };
-    let deadline = start + timeout;
+    let mut deadline = start + timeout;
+    let mut boot_pending = boot;
+    let mut stall = None;
     let mut open = true;
     let mut polled = Instant::now();
     let end = loop {
@@ -278,13 +327,27 @@ pub fn run(
             // stdout closed: QEMU is exiting; poll for its status (still under the deadline).
             std::thread::sleep(Duration::from_millis(20));
         }
+        let stalled_end = |end| {
+            if stall.is_some() {
+                VmEnd::BootStalled
+            } else {
+                end
+            }
+        };
         if let Some(status) = child.0.try_wait().map_err(QemuError::Wait)? {
-            break VmEnd::Exited(status);
+            break stalled_end(VmEnd::Exited(status));
         }
         if Instant::now() >= deadline {
             child.0.kill().map_err(QemuError::Wait)?;
             child.0.wait().map_err(QemuError::Wait)?;
-            break VmEnd::TimedOut;
+            break stalled_end(VmEnd::TimedOut);
+        }
+        if let Some(w) = boot_pending.filter(|w| start.elapsed() >= w.within) {
+            boot_pending = None;
+            if !w.marker.exists() {
+                stall = Some(w.diagnose());
+                deadline = deadline.min(Instant::now() + w.grace);
+            }
         }
     };
     let wall = start.elapsed();
@@ -301,6 +364,7 @@ pub fn run(
         stderr,
         wall,
         pid,
+        stall,
     })
 }
 
@@ -318,6 +382,7 @@ mod tests {
             disk_cache: DiskCache::Unsafe,
             memory_mib: 512,
             cpus: 3,
+            monitor: Some("/tmp/job,1/.vm/monitor.sock".into()),
         }
     }
 
@@ -341,6 +406,7 @@ mod tests {
             "path=/tmp/job,,1,security_model=none",
             "file=/tmp/job,,1/.vm/disk.img,if=none",
             "virtio-blk-pci,drive=d0",
+            "-monitor unix:/tmp/job,,1/.vm/monitor.sock,server=on,wait=off",
         ] {
             assert!(line.contains(want), "missing {want:?} in {line}");
         }
@@ -378,7 +444,14 @@ mod tests {
         cmd.args(["-c", "echo started; exec sleep 600"]);
         let mut sink = Vec::new();
         let t0 = Instant::now();
-        let run = run(cmd, Duration::from_millis(600), &mut sink, &mut |_| {}).unwrap();
+        let run = run(
+            cmd,
+            Duration::from_millis(600),
+            None,
+            &mut sink,
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!(run.end, VmEnd::TimedOut);
         assert!(t0.elapsed() < Duration::from_secs(10));
         assert_eq!(sink, b"started\n");
@@ -390,6 +463,61 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_that_never_writes_its_marker_is_stalled_then_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = BootWatch {
+            marker: dir.path().join("boot-uptime"),
+            within: Duration::from_millis(300),
+            monitor: None,
+            grace: Duration::from_millis(300),
+        };
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", "echo booting; exec sleep 600"]);
+        let t0 = Instant::now();
+        let run = run(
+            cmd,
+            Duration::from_secs(60),
+            Some(&watch),
+            &mut std::io::sink(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(run.end, VmEnd::BootStalled);
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(run.stall.unwrap().contains("no monitor socket"));
+        assert!(!Path::new(&format!("/proc/{}", run.pid)).exists());
+    }
+
+    #[test]
+    fn a_guest_that_wrote_its_marker_runs_on_past_the_boot_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("boot-uptime");
+        let watch = BootWatch {
+            marker: marker.clone(),
+            within: Duration::from_millis(300),
+            monitor: None,
+            grace: Duration::from_millis(100),
+        };
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!("touch {}; sleep 1; exit 0", marker.display()));
+        let run = run(
+            cmd,
+            Duration::from_secs(30),
+            Some(&watch),
+            &mut std::io::sink(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(
+            matches!(run.end, VmEnd::Exited(s) if s.success()),
+            "{:?}",
+            run.end
+        );
+        assert_eq!(run.stall, None);
+    }
+
+    #[test]
     fn exit_status_and_stderr_come_back() {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
@@ -397,6 +525,7 @@ mod tests {
         let run = run(
             cmd,
             Duration::from_secs(30),
+            None,
             &mut std::io::sink(),
             &mut |_| polls += 1,
         )
@@ -412,6 +541,7 @@ mod tests {
         let err = run(
             Command::new("/daros-test-no-such-qemu"),
             Duration::from_secs(1),
+            None,
             &mut std::io::sink(),
             &mut |_| {},
         )

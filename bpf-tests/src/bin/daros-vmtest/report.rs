@@ -15,6 +15,7 @@ struct JsonCommand<'a> {
 struct JsonReport<'a> {
     exit_code: i32,
     timed_out: bool,
+    stalled_boots: &'a [String],
     failure: Option<String>,
     guest_boot_s: Option<f64>,
     wall_s: f64,
@@ -29,6 +30,7 @@ pub fn json(report: &RunReport, kernel: &str) -> String {
     let r = JsonReport {
         exit_code: report.exit_code(),
         timed_out: report.end == VmEnd::TimedOut,
+        stalled_boots: &report.stalled_boots,
         failure: report.vm_failure(),
         guest_boot_s: report.guest_boot.map(|d| d.as_secs_f64()),
         wall_s: report.wall.as_secs_f64(),
@@ -57,9 +59,10 @@ pub fn explain_failure(report: &RunReport) {
             (Some(d), _) => {
                 eprintln!("---- guest kernel log ----\n{d}---- end of guest kernel log ----")
             }
-            (None, VmEnd::Exited(_)) => {
+            (None, VmEnd::Exited(_) | VmEnd::BootStalled) => {
                 eprintln!(
-                    "daros-vmtest: no guest kernel log was saved; the console above is all there is"
+                    "daros-vmtest: no guest kernel log was saved; the console above is all there is \
+                     (after an NMI, the guest's panic and its log)"
                 );
                 if !report.qemu_stderr.trim().is_empty() {
                     eprintln!("---- qemu stderr ----\n{}", report.qemu_stderr.trim_end());

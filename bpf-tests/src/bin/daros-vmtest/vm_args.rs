@@ -36,6 +36,11 @@ pub struct VmArgs {
     /// Whole-run limit in seconds, boot included; then the VM is killed and the exit code is 124.
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
+    /// A guest that has not reached its job in this many seconds is stuck: its
+    /// vCPUs are read, it gets an NMI (its kernel log follows on the console) and it
+    /// is booted once more within the timeout.
+    #[arg(long, default_value_t = 180, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub boot_within: u64,
     /// Guest memory, e.g. 1G, 512M (MiB if no suffix).
     #[arg(long, default_value = "1G", value_parser = parse_mem, value_name = "SIZE")]
     pub mem: u32,
@@ -115,6 +120,7 @@ impl VmArgs {
             memory_mib: self.mem,
             cpus: self.cpus,
             timeout: Duration::from_secs(self.timeout),
+            boot_within: Duration::from_secs(self.boot_within),
             disk_mib: (!self.no_disk).then_some(self.disk_mib),
             disk_cache: self.disk_cache,
             keep_job_dir: self.keep,
