@@ -198,3 +198,49 @@ fn a_guest_stuck_in_boot_is_shown_by_an_nmi_and_booted_once_more() {
     // Two stuck boots end well before the run's limit.
     assert!(t0.elapsed().as_secs() < 120, "{:?}", t0.elapsed());
 }
+
+#[test]
+fn a_guest_that_hangs_in_its_job_is_shown_by_an_nmi_and_ends_the_run() {
+    host_only();
+    // Two realtime spinners with RT throttling off take both vCPUs from every
+    // task, the job's heartbeat too, while the kernel stays quiet: a guest busy
+    // on both CPUs with no output, as two benchmark runs hung.
+    let t0 = std::time::Instant::now();
+    let out = vmtest(&[
+        "run",
+        "--timeout",
+        "300",
+        "--hang-after",
+        "20",
+        "--no-disk",
+        "-o",
+        "json",
+        "--",
+        "sh",
+        "-c",
+        "echo -1 > /proc/sys/kernel/sched_rt_runtime_us; echo spinning; \
+         for c in 0 1; do taskset -c $c chrt -f 99 sh -c 'while :; do :; done' & done; wait",
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let console = stderr(&out);
+    assert!(
+        console.contains("spinning"),
+        "the job had started: {console}"
+    );
+    assert!(
+        console.contains("Kernel panic - not syncing: NMI"),
+        "{console}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["hang"].as_str().unwrap().contains("CPU#1\nRIP="),
+        "the vCPUs were read from the monitor: {report}"
+    );
+    assert!(report["stalled_boots"].as_array().unwrap().is_empty());
+    assert!(
+        report["failure"].as_str().unwrap().contains("hung"),
+        "{report}"
+    );
+    // Found within the hang limit and the NMI's grace, not at the timeout.
+    assert!(t0.elapsed().as_secs() < 150, "{:?}", t0.elapsed());
+}

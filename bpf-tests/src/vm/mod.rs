@@ -3,7 +3,8 @@
 //!
 //! Flow: [`kernel`] fetches and caches the kernel (using [`bzimage`], [`modules`],
 //! [`elf`]) and builds the [`initramfs`] ([`cpio`]); [`runner`] writes a [`job`], starts
-//! [`qemu`] and collects the results. [`host`] names the host tools and their packages.
+//! [`qemu`] and collects the results; [`watch`] tells a stuck guest from a slow one and
+//! shows it through QEMU's [`monitor`]. [`host`] names the host tools and their packages.
 
 pub mod bzimage;
 pub mod cpio;
@@ -16,8 +17,10 @@ pub mod modules;
 pub mod monitor;
 pub mod qemu;
 pub mod runner;
+pub mod watch;
 
 pub use job::{CommandResult, GuestCommand};
 pub use kernel::{KernelCache, KernelSource, PreparedKernel};
 pub use qemu::{DiskCache, VmEnd};
 pub use runner::{EXIT_NO_STATUS, EXIT_TIMEOUT, RunReport, Vm, VmError, VmOptions};
+pub use watch::Stuck;

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::monitor;
+use super::watch::{GuestWatch, Stuck, Watcher};
 
 /// Kernel command line. `psi=1` keeps PSI on should a kernel build default it off;
 /// `cgroup_no_v1=all` makes cgroup2 the only cgroup hierarchy the guest can mount.
@@ -175,40 +176,9 @@ pub enum VmEnd {
     Exited(ExitStatus),
     /// The timeout passed and QEMU was killed.
     TimedOut,
-    /// The guest did not reach its job within [`BootWatch::within`]; it was sent an
-    /// NMI (to replay its log) and QEMU was then killed if it had not exited.
-    BootStalled,
-}
-
-/// How the supervisor tells a guest that boots slowly from one that never will.
-#[derive(Debug, Clone)]
-pub struct BootWatch {
-    /// The file the guest writes once it is about to start its job.
-    pub marker: PathBuf,
-    /// How long the guest may take to write it.
-    pub within: Duration,
-    /// QEMU's monitor socket, to read the vCPUs' state and send the NMI.
-    pub monitor: Option<PathBuf>,
-    /// How long a stalled guest then gets to print its panic before QEMU is killed.
-    pub grace: Duration,
-}
-
-impl BootWatch {
-    /// What the vCPUs were doing, then the NMI; returns the description.
-    fn diagnose(&self) -> String {
-        let Some(m) = &self.monitor else {
-            return "no monitor socket: the guest's state is unknown".into();
-        };
-        let regs = match monitor::command(m, "info registers -a", Duration::from_secs(10)) {
-            Ok(r) => monitor::cpu_lines(&r),
-            Err(e) => format!("the qemu monitor did not answer ({e}): qemu itself may be stuck"),
-        };
-        let nmi = match monitor::command(m, "nmi", Duration::from_secs(5)) {
-            Ok(_) => "sent an NMI (the guest kernel panics on it and replays its log)".into(),
-            Err(e) => format!("could not send an NMI: {e}"),
-        };
-        format!("{regs}\n{nmi}")
-    }
+    /// The guest was stuck (see [`GuestWatch`]): it was sent an NMI (to print its
+    /// log) and QEMU was then killed if it had not exited.
+    Stuck(Stuck),
 }
 
 /// A finished QEMU run.
@@ -224,8 +194,8 @@ pub struct QemuRun {
     pub wall: Duration,
     /// QEMU's process id (gone by now).
     pub pid: u32,
-    /// When the boot stalled: the vCPUs' state and what was done about it.
-    pub stall: Option<String>,
+    /// When the guest was stuck: its vCPUs' state and what was done about it.
+    pub stuck: Option<String>,
 }
 
 /// Kills and reaps QEMU whatever happens to the supervisor (error, panic, unwind).
@@ -254,15 +224,15 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// Runs QEMU to completion or `timeout`, copying the console to `sink` as it arrives
 /// and calling `poll` with the sink about every 50 ms and once at the end (the runner
-/// streams the programs' output files from there). With `boot`, a guest that has not
-/// written its marker in time is diagnosed and ends the run as [`VmEnd::BootStalled`].
+/// streams the programs' output files from there). With `watch`, a stuck guest is
+/// diagnosed and ends the run as [`VmEnd::Stuck`].
 ///
 /// QEMU gets SIGKILL if this thread's process dies (`PR_SET_PDEATHSIG`), on timeout,
 /// and when this function returns early for any reason.
 pub fn run(
     mut cmd: Command,
     timeout: Duration,
-    boot: Option<&BootWatch>,
+    watch: Option<&GuestWatch>,
     sink: &mut dyn Write,
     poll: &mut dyn FnMut(&mut dyn Write),
 ) -> Result<QemuRun, QemuError> {
@@ -308,8 +278,8 @@ pub fn run(
         }
     };
     let mut deadline = start + timeout;
-    let mut boot_pending = boot;
-    let mut stall = None;
+    let mut watcher = watch.map(Watcher::new);
+    let mut stuck = None;
     let mut open = true;
     let mut polled = Instant::now();
     let end = loop {
@@ -327,27 +297,18 @@ pub fn run(
             // stdout closed: QEMU is exiting; poll for its status (still under the deadline).
             std::thread::sleep(Duration::from_millis(20));
         }
-        let stalled_end = |end| {
-            if stall.is_some() {
-                VmEnd::BootStalled
-            } else {
-                end
-            }
-        };
+        let ended = |end| stuck.as_ref().map_or(end, |(s, _)| VmEnd::Stuck(*s));
         if let Some(status) = child.0.try_wait().map_err(QemuError::Wait)? {
-            break stalled_end(VmEnd::Exited(status));
+            break ended(VmEnd::Exited(status));
         }
         if Instant::now() >= deadline {
             child.0.kill().map_err(QemuError::Wait)?;
             child.0.wait().map_err(QemuError::Wait)?;
-            break stalled_end(VmEnd::TimedOut);
+            break ended(VmEnd::TimedOut);
         }
-        if let Some(w) = boot_pending.filter(|w| start.elapsed() >= w.within) {
-            boot_pending = None;
-            if !w.marker.exists() {
-                stall = Some(w.diagnose());
-                deadline = deadline.min(Instant::now() + w.grace);
-            }
+        if let (Some(w), Some(s)) = (watch, watcher.as_mut().and_then(Watcher::poll)) {
+            stuck = Some((s, w.diagnose()));
+            deadline = deadline.min(Instant::now() + w.grace);
         }
     };
     let wall = start.elapsed();
@@ -364,7 +325,7 @@ pub fn run(
         stderr,
         wall,
         pid,
-        stall,
+        stuck: stuck.map(|(_, d)| d),
     })
 }
 
@@ -463,11 +424,13 @@ mod tests {
     }
 
     #[test]
-    fn a_guest_that_never_writes_its_marker_is_stalled_then_killed() {
+    fn a_guest_that_never_writes_its_marker_is_stuck_then_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let watch = BootWatch {
+        let watch = GuestWatch {
             marker: dir.path().join("boot-uptime"),
-            within: Duration::from_millis(300),
+            boot_within: Duration::from_millis(300),
+            heartbeat: dir.path().join("heartbeat"),
+            hang_after: Duration::from_secs(60),
             monitor: None,
             grace: Duration::from_millis(300),
         };
@@ -482,9 +445,9 @@ mod tests {
             &mut |_| {},
         )
         .unwrap();
-        assert_eq!(run.end, VmEnd::BootStalled);
+        assert_eq!(run.end, VmEnd::Stuck(Stuck::Boot));
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-        assert!(run.stall.unwrap().contains("no monitor socket"));
+        assert!(run.stuck.unwrap().contains("no monitor socket"));
         assert!(!Path::new(&format!("/proc/{}", run.pid)).exists());
     }
 
@@ -492,9 +455,11 @@ mod tests {
     fn a_guest_that_wrote_its_marker_runs_on_past_the_boot_limit() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("boot-uptime");
-        let watch = BootWatch {
+        let watch = GuestWatch {
             marker: marker.clone(),
-            within: Duration::from_millis(300),
+            boot_within: Duration::from_millis(300),
+            heartbeat: dir.path().join("heartbeat"),
+            hang_after: Duration::from_secs(60),
             monitor: None,
             grace: Duration::from_millis(100),
         };
@@ -514,7 +479,7 @@ mod tests {
             "{:?}",
             run.end
         );
-        assert_eq!(run.stall, None);
+        assert_eq!(run.stuck, None);
     }
 
     #[test]

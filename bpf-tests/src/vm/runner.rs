@@ -9,12 +9,17 @@ use super::host::{self, HostError};
 use super::job::{self, CommandResult, GuestCommand, JobError};
 use super::kernel::{KernelCache, KernelError, KernelSource, PreparedKernel};
 use super::monitor;
-use super::qemu::{self, BootWatch, DiskCache, QemuConfig, QemuError, VmEnd};
+use super::qemu::{self, DiskCache, QemuConfig, QemuError, VmEnd};
+use super::watch::{GuestWatch, Stuck};
 
 /// How long a guest may take to reach its job by default. It boots in 3–10 s here
 /// and took 48 s at worst with three VMs and two CPU hogs on this 2-core host; CI
 /// saw a guest print nothing for 600 s (and benchmarks twice), so past this it is stuck.
 pub const BOOT_WITHIN: Duration = Duration::from_secs(180);
+/// How long a running job's guest may go without rewriting its heartbeat (every 5 s)
+/// by default: a guest busy beyond that for minutes is hung (benchmarks twice saw QEMU
+/// spin on both vCPUs with no output until the 40-minute timeout).
+pub const HANG_AFTER: Duration = Duration::from_secs(180);
 /// How long a stuck guest gets to print its panic after the NMI.
 const NMI_GRACE: Duration = Duration::from_secs(20);
 /// Boots tried before a stuck boot is the run's result.
@@ -108,6 +113,9 @@ pub struct VmOptions {
     /// How long the guest may take to reach its job before it counts as stuck and is
     /// booted again (default [`BOOT_WITHIN`]).
     pub boot_within: Duration,
+    /// How long the running guest may go without a heartbeat before it counts as
+    /// hung; the run then ends (default [`HANG_AFTER`]).
+    pub hang_after: Duration,
     /// Size of the ext4 IO test disk in MiB, or `None` for no disk (default 256).
     pub disk_mib: Option<u32>,
     /// How the host caches that disk (default: its page cache, never flushed).
@@ -128,6 +136,7 @@ impl Default for VmOptions {
             cpus: 2,
             timeout: Duration::from_secs(600),
             boot_within: BOOT_WITHIN,
+            hang_after: HANG_AFTER,
             disk_mib: Some(256),
             disk_cache: DiskCache::Unsafe,
             keep_job_dir: false,
@@ -158,11 +167,13 @@ pub struct RunReport {
     pub job_dir: Option<PathBuf>,
     /// QEMU's process id (reaped by now).
     pub qemu_pid: u32,
-    /// This boot's stall diagnosis (moved into `stalled_boots` by [`Vm::run`]).
-    stall: Option<String>,
+    /// This boot's diagnosis if it was stuck (moved by [`Vm::run`]).
+    stuck: Option<String>,
     /// The stuck boots before this one (or including it, if it is stuck too): what
     /// each guest's vCPUs were doing.
     pub stalled_boots: Vec<String>,
+    /// When the guest hung while running its job: what its vCPUs were doing.
+    pub hang: Option<String>,
 }
 
 impl RunReport {
@@ -188,10 +199,14 @@ impl RunReport {
                 "timed out after {:.1} s; qemu was killed",
                 self.wall.as_secs_f64()
             )),
-            VmEnd::BootStalled => Some(format!(
+            VmEnd::Stuck(Stuck::Boot) => Some(format!(
                 "the guest did not reach its job in {} boot(s); the last one's vCPUs: {}",
                 self.stalled_boots.len(),
                 self.stalled_boots.last().map_or("?", String::as_str)
+            )),
+            VmEnd::Stuck(Stuck::Hang) => Some(format!(
+                "the guest stopped rewriting its heartbeat while running its job (hung); its vCPUs: {}",
+                self.hang.as_deref().unwrap_or("?")
             )),
             VmEnd::Exited(status) if self.commands.iter().any(|c| c.status.is_none()) => {
                 Some(format!(
@@ -273,7 +288,8 @@ impl Vm {
     /// `console` and returns what happened. A program failing is not an error here:
     /// look at [`RunReport::exit_code`]. A guest that does not reach its job within
     /// [`VmOptions::boot_within`] is diagnosed, said so on `console`, and booted once more in
-    /// what is left of the timeout.
+    /// what is left of the timeout; one that hangs later (no heartbeat for
+    /// [`VmOptions::hang_after`]) is diagnosed and ends the run.
     pub fn run(
         &self,
         commands: &[GuestCommand],
@@ -284,10 +300,11 @@ impl Vm {
         for attempt in 1.. {
             let left = self.options.timeout.saturating_sub(start.elapsed());
             let mut report = self.run_once(commands, console, left)?;
-            if let Some(s) = report.stall.take() {
-                stalled.push(s);
+            match (report.end, report.stuck.take()) {
+                (VmEnd::Stuck(Stuck::Boot), Some(s)) => stalled.push(s),
+                (_, s) => report.hang = s,
             }
-            let again = report.end == VmEnd::BootStalled
+            let again = report.end == VmEnd::Stuck(Stuck::Boot)
                 && attempt < BOOT_ATTEMPTS
                 && self.options.timeout.saturating_sub(start.elapsed()) > self.options.boot_within;
             if again {
@@ -362,9 +379,11 @@ impl Vm {
             cpus: self.options.cpus,
             monitor: Some(vm_dir.join("monitor.sock")).filter(|m| monitor::fits(m)),
         };
-        let watch = (timeout > self.options.boot_within).then(|| BootWatch {
+        let watch = (timeout > self.options.boot_within).then(|| GuestWatch {
             marker: job::vm_file(dir.path(), "boot-uptime"),
-            within: self.options.boot_within,
+            boot_within: self.options.boot_within,
+            heartbeat: job::vm_file(dir.path(), job::HEARTBEAT),
+            hang_after: self.options.hang_after,
             monitor: config.monitor.clone(),
             grace: NMI_GRACE,
         });
@@ -406,8 +425,9 @@ impl Vm {
             wall: run.wall,
             job_dir,
             qemu_pid: run.pid,
-            stall: run.stall,
+            stuck: run.stuck,
             stalled_boots: Vec::new(),
+            hang: None,
         })
     }
 
@@ -464,8 +484,9 @@ mod tests {
             wall: Duration::from_secs(1),
             job_dir: None,
             qemu_pid: 0,
-            stall: None,
+            stuck: None,
             stalled_boots: Vec::new(),
+            hang: None,
         }
     }
 

@@ -16,6 +16,7 @@ struct JsonReport<'a> {
     exit_code: i32,
     timed_out: bool,
     stalled_boots: &'a [String],
+    hang: Option<&'a str>,
     failure: Option<String>,
     guest_boot_s: Option<f64>,
     wall_s: f64,
@@ -31,6 +32,7 @@ pub fn json(report: &RunReport, kernel: &str) -> String {
         exit_code: report.exit_code(),
         timed_out: report.end == VmEnd::TimedOut,
         stalled_boots: &report.stalled_boots,
+        hang: report.hang.as_deref(),
         failure: report.vm_failure(),
         guest_boot_s: report.guest_boot.map(|d| d.as_secs_f64()),
         wall_s: report.wall.as_secs_f64(),
@@ -59,7 +61,7 @@ pub fn explain_failure(report: &RunReport) {
             (Some(d), _) => {
                 eprintln!("---- guest kernel log ----\n{d}---- end of guest kernel log ----")
             }
-            (None, VmEnd::Exited(_) | VmEnd::BootStalled) => {
+            (None, VmEnd::Exited(_) | VmEnd::Stuck(_)) => {
                 eprintln!(
                     "daros-vmtest: no guest kernel log was saved; the console above is all there is \
                      (after an NMI, the guest's panic and its log)"

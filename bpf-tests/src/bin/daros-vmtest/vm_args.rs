@@ -41,6 +41,10 @@ pub struct VmArgs {
     /// is booted once more within the timeout.
     #[arg(long, default_value_t = 180, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub boot_within: u64,
+    /// A running job's guest that has not rewritten its heartbeat (every 5 s) in
+    /// this many seconds is hung: its vCPUs are read, it gets an NMI and the run ends.
+    #[arg(long, default_value_t = 180, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(10..=86400))]
+    pub hang_after: u64,
     /// Guest memory, e.g. 1G, 512M (MiB if no suffix).
     #[arg(long, default_value = "1G", value_parser = parse_mem, value_name = "SIZE")]
     pub mem: u32,
@@ -121,6 +125,7 @@ impl VmArgs {
             cpus: self.cpus,
             timeout: Duration::from_secs(self.timeout),
             boot_within: Duration::from_secs(self.boot_within),
+            hang_after: Duration::from_secs(self.hang_after),
             disk_mib: (!self.no_disk).then_some(self.disk_mib),
             disk_cache: self.disk_cache,
             keep_job_dir: self.keep,
