@@ -50,7 +50,15 @@ pub struct PolicyConfig {
     /// the step before covered their mean rate: a wider hold gives them
     /// nothing lasting and lets their surges through.
     pub widen_use: f64,
+    /// An easing step that let a floor slip (or a surge through) is not tried
+    /// again for this long, doubled each time the same step fails again (0:
+    /// tried again as soon as the step below has held for the hold time). Each
+    /// try costs the reserved workload the seconds before the loop reacts.
+    pub reprobe_after: Duration,
 }
+
+/// The repeated-failure doubling of [`PolicyConfig::reprobe_after`] stops here.
+const MAX_REPROBE_DOUBLINGS: u32 = 4;
 
 impl Default for PolicyConfig {
     fn default() -> Self {
@@ -70,6 +78,7 @@ impl Default for PolicyConfig {
             keep_ratio: 0.0,
             slip_confirm: Duration::ZERO,
             widen_use: 0.0,
+            reprobe_after: Duration::ZERO,
         }
     }
 }
@@ -171,6 +180,27 @@ pub struct ResourcePolicy {
     /// The widest easing step that last held (before the one a threat or a
     /// slip took back): once calm again the hold returns to it in one step.
     good: u8,
+    /// The last easing step that failed (let a floor slip or a surge through).
+    failed: Option<Failed>,
+}
+
+/// An easing step that failed: when, and how many times in a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failed {
+    step: u8,
+    at: Duration,
+    times: u32,
+}
+
+impl Failed {
+    /// Whether widening to `step` waits, at `now`.
+    fn blocks(&self, c: &PolicyConfig, step: u8, now: Duration) -> bool {
+        step >= self.step && now.saturating_sub(self.at) < self.wait(c)
+    }
+
+    fn wait(&self, c: &PolicyConfig) -> Duration {
+        c.reprobe_after * 2u32.pow(self.times.saturating_sub(1).min(MAX_REPROBE_DOUBLINGS))
+    }
 }
 
 impl ResourcePolicy {
@@ -190,6 +220,7 @@ impl ResourcePolicy {
             idle_since: None,
             slip_since: None,
             good: 0,
+            failed: None,
         }
     }
 
@@ -206,6 +237,19 @@ impl ResourcePolicy {
     /// Current hold time (after backoff).
     pub fn hold_time(&self) -> Duration {
         self.hold_time
+    }
+
+    /// The current easing step let a floor slip or a surge through at `now`.
+    fn fail(&mut self, now: Duration) {
+        let times = match self.failed {
+            Some(f) if f.step == self.ease => f.times + 1,
+            _ => 1,
+        };
+        self.failed = Some(Failed {
+            step: self.ease,
+            at: now,
+            times,
+        });
     }
 
     /// Advances to `now` with this tick's observations of every reserved workload.
@@ -258,6 +302,7 @@ impl ResourcePolicy {
                 self.level = 1;
                 self.ease = 0;
                 self.good = 0;
+                self.failed = None;
                 self.last_change = now;
                 self.acted = true;
                 out.push(Change::Hold { why });
@@ -266,6 +311,7 @@ impl ResourcePolicy {
                 // once (a surge is on), and to the step before this one once
                 // calm again.
                 self.good = self.ease - 1;
+                self.fail(now);
                 self.ease = 0;
                 self.hold_time = (self.hold_time * 2).min(c.max_hold_time);
                 self.last_change = now;
@@ -317,6 +363,7 @@ impl ResourcePolicy {
             // The last widening let a floor slip (not yet a threat): one step
             // back, and wait longer before trying again.
             self.slip_since = None;
+            self.fail(now);
             self.ease -= 1;
             self.good = self.good.min(self.ease);
             self.kept = false;
@@ -337,7 +384,11 @@ impl ResourcePolicy {
                 // Back to the step that last held, or one wider while the
                 // held workloads use enough of their hold for it to matter.
                 let used = c.widen_use <= 0.0 || held_use.is_none_or(|u| u >= c.widen_use);
-                if self.level == 1 && self.ease < c.ease_steps && (self.ease < self.good || used) {
+                let blocked = self.failed.filter(|f| f.blocks(c, self.ease + 1, now));
+                if self.level == 1
+                    && self.ease < c.ease_steps
+                    && (self.ease < self.good || (used && blocked.is_none()))
+                {
                     self.kept = false;
                     self.ease = if self.ease < self.good {
                         self.good
@@ -373,6 +424,14 @@ impl ResourcePolicy {
                                     100.0 * u
                                 ));
                             }
+                            if let Some(f) = blocked {
+                                why.push_str(&format!(
+                                    ", step {} let a floor slip {:.0} s ago (tried again {:.0} s after)",
+                                    f.step,
+                                    now.saturating_sub(f.at).as_secs_f64(),
+                                    f.wait(c).as_secs_f64()
+                                ));
+                            }
                             out.push(Change::Kept {
                                 step: self.ease,
                                 why,
@@ -384,11 +443,15 @@ impl ResourcePolicy {
                     if now.saturating_sub(idle) < self.hold_time {
                         return out;
                     }
+                } else if blocked.is_some() {
+                    // Released, the hold would be wider than the step that failed.
+                    return out;
                 }
                 self.kept = false;
                 self.idle_since = None;
                 self.ease = 0;
                 self.good = 0;
+                self.failed = None;
                 self.level -= 1;
                 self.last_change = now;
                 self.last_release = Some(now);
@@ -725,6 +788,53 @@ mod tests {
         p.step(&c, ms(16_200), &fine());
         assert!(p.step(&c, ms(32_100), &fine()).is_empty());
         assert_eq!(p.step(&c, ms(32_200), &fine()), eased(1, true), "{p:?}");
+    }
+
+    #[test]
+    fn a_step_that_failed_is_tried_again_only_after_a_doubling_wait() {
+        let c = PolicyConfig {
+            ease_steps: 4,
+            keep_ratio: 0.25,
+            reprobe_after: ms(20_000),
+            ..io_like()
+        };
+        let fine = || obs(1.5, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &fine());
+        for (t, s) in [(2100, 1), (4100, 2), (6100, 3)] {
+            assert_eq!(p.step(&c, ms(t), &fine()), eased(s, true), "at {t} ms");
+        }
+        // Step 3 lets the floor slip: back to 2, kept there while step 3 waits.
+        assert_eq!(p.step(&c, ms(7300), &obs(1.3, 0.5)), eased(2, false));
+        let run = |p: &mut ResourcePolicy, from: u64, to: u64| {
+            (from..to)
+                .step_by(100)
+                .flat_map(|t| {
+                    p.step(&c, ms(t), &fine())
+                        .into_iter()
+                        .map(move |ch| (t, ch))
+                })
+                .collect::<Vec<_>>()
+        };
+        let changes = run(&mut p, 7400, 27_300);
+        assert!(
+            matches!(&changes[..], [(_, Change::Kept { step: 2, why })]
+                if why.contains("step 3 let a floor slip")),
+            "{changes:?}"
+        );
+        // Tried again 20 s after it failed.
+        assert_eq!(p.step(&c, ms(27_300), &fine()), eased(3, true));
+        // It fails again: the next try waits twice as long.
+        assert_eq!(p.step(&c, ms(28_500), &obs(1.3, 0.5)), eased(2, false));
+        let changes = run(&mut p, 28_600, 68_500);
+        assert!(
+            changes
+                .iter()
+                .all(|(_, ch)| matches!(ch, Change::Kept { step: 2, .. })),
+            "{changes:?}"
+        );
+        assert_eq!(p.step(&c, ms(68_500), &fine()), eased(3, true));
     }
 
     #[test]

@@ -151,6 +151,12 @@ const IO_KEEP_RATIO: f64 = 0.25;
 const IO_WIDEN_USE: f64 = 1.0 / super::actuator::IO_EASE_FACTOR;
 const RESOURCES: [Resource; 3] = [Resource::Cpu, Resource::Memory, Resource::Io];
 
+/// An IO easing step that let the floor slip is tried again after this long,
+/// doubled while it keeps failing (up to 16 min). Tried again as soon as the
+/// step below had held for the hold time, the same step slipped three times in
+/// 51 s in one isolation run (host's disk, 2026-11-30), each slip a second at
+/// 83-88 % of the reader's floor.
+const IO_REPROBE_AFTER: Duration = Duration::from_secs(60);
 /// The node's reclaim is judged over this window (kswapd scans in bursts).
 const RECLAIM_WINDOW: Duration = Duration::from_millis(200);
 /// kswapd scanning faster than this (pages/s, 16 MiB/s of 4 KiB pages) beside a
@@ -548,6 +554,7 @@ impl Loop {
                 // the hold time, and the hog kept 10 % of its rate).
                 pc.slip_confirm = full_window;
                 pc.widen_use = IO_WIDEN_USE;
+                pc.reprobe_after = IO_REPROBE_AFTER;
             }
             let held_use = (res == Resource::Io).then(|| {
                 self.io_use
