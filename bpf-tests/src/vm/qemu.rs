@@ -423,17 +423,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_guest_that_never_writes_its_marker_is_stuck_then_killed() {
-        let dir = tempfile::tempdir().unwrap();
-        let watch = GuestWatch {
-            marker: dir.path().join("boot-uptime"),
+    /// A watch that wants the boot marker in 0.3 s and gives 0.3 s after the NMI.
+    fn quick_watch(dir: &Path) -> GuestWatch {
+        GuestWatch {
+            marker: dir.join("boot-uptime"),
             boot_within: Duration::from_millis(300),
-            heartbeat: dir.path().join("heartbeat"),
+            heartbeat: dir.join("heartbeat"),
             hang_after: Duration::from_secs(60),
             monitor: None,
             grace: Duration::from_millis(300),
-        };
+        }
+    }
+
+    #[test]
+    fn a_guest_that_never_writes_its_marker_is_stuck_then_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = quick_watch(dir.path());
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "echo booting; exec sleep 600"]);
         let t0 = Instant::now();
@@ -454,15 +459,8 @@ mod tests {
     #[test]
     fn a_guest_that_wrote_its_marker_runs_on_past_the_boot_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("boot-uptime");
-        let watch = GuestWatch {
-            marker: marker.clone(),
-            boot_within: Duration::from_millis(300),
-            heartbeat: dir.path().join("heartbeat"),
-            hang_after: Duration::from_secs(60),
-            monitor: None,
-            grace: Duration::from_millis(100),
-        };
+        let watch = quick_watch(dir.path());
+        let marker = watch.marker.clone();
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(format!("touch {}; sleep 1; exit 0", marker.display()));

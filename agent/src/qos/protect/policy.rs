@@ -756,6 +756,22 @@ mod tests {
         );
     }
 
+    /// A hold set at 0 ms, restored at 100 ms and eased one step per 2 s hold
+    /// time to step 3 at 6.1 s.
+    fn eased_to_step_3(c: &PolicyConfig) -> ResourcePolicy {
+        let mut p = ResourcePolicy::new(c);
+        p.step(c, ms(0), &obs(1.0, 0.5));
+        p.step(c, ms(100), &obs(1.5, 0.5));
+        for (t, s) in [(2100, 1), (4100, 2), (6100, 3)] {
+            assert_eq!(
+                p.step(c, ms(t), &obs(1.5, 0.5)),
+                eased(s, true),
+                "at {t} ms"
+            );
+        }
+        p
+    }
+
     #[test]
     fn after_a_threat_the_hold_returns_to_the_step_that_held_in_one_go() {
         let c = PolicyConfig {
@@ -763,12 +779,7 @@ mod tests {
             ..io_like()
         };
         let fine = || obs(1.5, 0.5);
-        let mut p = ResourcePolicy::new(&c);
-        p.step(&c, ms(0), &obs(1.0, 0.5));
-        p.step(&c, ms(100), &fine());
-        for (t, s) in [(2100, 1), (4100, 2), (6100, 3)] {
-            assert_eq!(p.step(&c, ms(t), &fine()), eased(s, true), "at {t} ms");
-        }
+        let mut p = eased_to_step_3(&c);
         // Step 3 lets a surge through: the hold as first set at once...
         assert_eq!(p.step(&c, ms(6500), &obs(1.0, 0.5)), eased(0, false));
         assert_eq!(p.hold_time(), ms(4000));
@@ -799,12 +810,7 @@ mod tests {
             ..io_like()
         };
         let fine = || obs(1.5, 0.5);
-        let mut p = ResourcePolicy::new(&c);
-        p.step(&c, ms(0), &obs(1.0, 0.5));
-        p.step(&c, ms(100), &fine());
-        for (t, s) in [(2100, 1), (4100, 2), (6100, 3)] {
-            assert_eq!(p.step(&c, ms(t), &fine()), eased(s, true), "at {t} ms");
-        }
+        let mut p = eased_to_step_3(&c);
         // Step 3 lets the floor slip: back to 2, kept there while step 3 waits.
         assert_eq!(p.step(&c, ms(7300), &obs(1.3, 0.5)), eased(2, false));
         let run = |p: &mut ResourcePolicy, from: u64, to: u64| {
