@@ -384,7 +384,9 @@ impl ResourcePolicy {
                 // Back to the step that last held, or one wider while the
                 // held workloads use enough of their hold for it to matter.
                 let used = c.widen_use <= 0.0 || held_use.is_none_or(|u| u >= c.widen_use);
-                let blocked = self.failed.filter(|f| f.blocks(c, self.ease + 1, now));
+                let blocked = self
+                    .failed
+                    .filter(|f| self.level == 1 && f.blocks(c, self.ease + 1, now));
                 if self.level == 1
                     && self.ease < c.ease_steps
                     && (self.ease < self.good || (used && blocked.is_none()))
@@ -841,6 +843,35 @@ mod tests {
             "{changes:?}"
         );
         assert_eq!(p.step(&c, ms(68_500), &fine()), eased(3, true));
+    }
+
+    #[test]
+    fn a_waiting_step_does_not_hold_back_the_release_of_a_higher_level() {
+        let c = PolicyConfig {
+            ease_steps: 4,
+            keep_ratio: 0.25,
+            reprobe_after: ms(20_000),
+            ..io_like()
+        };
+        let fine = || obs(1.5, 0.5);
+        let mut p = ResourcePolicy::new(&c);
+        p.step(&c, ms(0), &obs(1.0, 0.5));
+        p.step(&c, ms(100), &fine());
+        assert_eq!(p.step(&c, ms(2100), &fine()), eased(1, true));
+        // Step 1 slips: it waits 20 s. A threat at the first hold escalates.
+        assert_eq!(p.step(&c, ms(3300), &obs(1.3, 0.5)), eased(0, false));
+        p.step(&c, ms(3400), &obs(1.0, 0.5));
+        let ch = p.step(&c, ms(4500), &obs(1.0, 0.5));
+        assert!(
+            matches!(&ch[..], [Change::Tighten { level: 2, .. }]),
+            "{ch:?}"
+        );
+        // Level 2 is released after the hold time, long before step 1 may be tried.
+        let released = (4600..23_000).step_by(100).find(|&t| {
+            p.step(&c, ms(t), &fine())
+                .contains(&Change::Release { level: 1 })
+        });
+        assert!(released.is_some_and(|t| t < 15_000), "{released:?} {p:?}");
     }
 
     #[test]
