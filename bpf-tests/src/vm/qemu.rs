@@ -435,6 +435,10 @@ mod tests {
         }
     }
 
+    fn run_watched(cmd: Command, timeout: Duration, watch: &GuestWatch) -> QemuRun {
+        run(cmd, timeout, Some(watch), &mut std::io::sink(), &mut |_| {}).unwrap()
+    }
+
     #[test]
     fn a_guest_that_never_writes_its_marker_is_stuck_then_killed() {
         let dir = tempfile::tempdir().unwrap();
@@ -442,14 +446,7 @@ mod tests {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "echo booting; exec sleep 600"]);
         let t0 = Instant::now();
-        let run = run(
-            cmd,
-            Duration::from_secs(60),
-            Some(&watch),
-            &mut std::io::sink(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let run = run_watched(cmd, Duration::from_secs(60), &watch);
         assert_eq!(run.end, VmEnd::Stuck(Stuck::Boot));
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert!(run.stuck.unwrap().contains("no monitor socket"));
@@ -464,14 +461,7 @@ mod tests {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(format!("touch {}; sleep 1; exit 0", marker.display()));
-        let run = run(
-            cmd,
-            Duration::from_secs(30),
-            Some(&watch),
-            &mut std::io::sink(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let run = run_watched(cmd, Duration::from_secs(30), &watch);
         assert!(
             matches!(run.end, VmEnd::Exited(s) if s.success()),
             "{:?}",

@@ -803,14 +803,19 @@ mod tests {
         assert_eq!(p.step(&c, ms(32_200), &fine()), eased(1, true), "{p:?}");
     }
 
-    #[test]
-    fn a_step_that_failed_is_tried_again_only_after_a_doubling_wait() {
-        let c = PolicyConfig {
+    /// Four easing steps, kept at the last, a failed step waiting 20 s.
+    fn reprobing() -> PolicyConfig {
+        PolicyConfig {
             ease_steps: 4,
             keep_ratio: 0.25,
             reprobe_after: ms(20_000),
             ..io_like()
-        };
+        }
+    }
+
+    #[test]
+    fn a_step_that_failed_is_tried_again_only_after_a_doubling_wait() {
+        let c = reprobing();
         let fine = || obs(1.5, 0.5);
         let mut p = eased_to_step_3(&c);
         // Step 3 lets the floor slip: back to 2, kept there while step 3 waits.
@@ -847,12 +852,7 @@ mod tests {
 
     #[test]
     fn a_waiting_step_does_not_hold_back_the_release_of_a_higher_level() {
-        let c = PolicyConfig {
-            ease_steps: 4,
-            keep_ratio: 0.25,
-            reprobe_after: ms(20_000),
-            ..io_like()
-        };
+        let c = reprobing();
         let fine = || obs(1.5, 0.5);
         let mut p = ResourcePolicy::new(&c);
         p.step(&c, ms(0), &obs(1.0, 0.5));
